@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class IngestToken(models.Model):
+    """The credential of one execution attempt: ingest routes of that job only."""
+
+    attempt = models.OneToOneField("jobs.ExecutionAttempt", on_delete=models.CASCADE, related_name="ingest_token")
+    prefix = models.CharField(max_length=12)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… for {self.attempt_id}"
+
+
+class LogStream(models.IntegerChoices):
+    STDOUT = 1, "stdout"
+    STDERR = 2, "stderr"
+
+
+class LogLine(models.Model):
+    """A line of a job's stdout/stderr. (job, attempt, seq) orders lines and makes retried
+    batches idempotent: the runner numbers lines, the database refuses a second copy."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="log_lines")
+    attempt_number = models.PositiveIntegerField()
+    seq = models.PositiveIntegerField()
+    stream = models.PositiveSmallIntegerField(choices=LogStream.choices)
+    text = models.TextField()
+    ts = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "attempt_number", "seq"], name="log_line_unique_seq")
+        ]
+
+
+class ScalarSeries(models.Model):
+    """One metric key of a job, with a summary kept up to date during ingest."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="series")
+    key = models.CharField(max_length=256)
+    count = models.BigIntegerField(default=0)
+    invalid_count = models.BigIntegerField(default=0)
+    min = models.FloatField(null=True)
+    max = models.FloatField(null=True)
+    last = models.FloatField(null=True)
+    first_step = models.BigIntegerField(null=True)
+    last_step = models.BigIntegerField(null=True)
+
+    class Meta:
+        ordering = ["key"]
+        constraints = [models.UniqueConstraint(fields=["job", "key"], name="series_unique_key")]
+
+
+class ScalarPoint(models.Model):
+    """A reported value. Non-finite values keep `value` NULL and their kind in `invalid`,
+    so they are never drawn or summarised as zeros."""
+
+    id = models.BigAutoField(primary_key=True)
+    series = models.ForeignKey(ScalarSeries, on_delete=models.CASCADE, related_name="points")
+    step = models.BigIntegerField()
+    value = models.FloatField(null=True)
+    invalid = models.CharField(max_length=9, blank=True)  # "", "NaN", "Infinity", "-Infinity"
+    attempt_number = models.PositiveIntegerField()
+    ts = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["series", "step"], name="point_unique_step")]

@@ -1,0 +1,259 @@
+"""TunePlane settings: one module, configured only by environment variables.
+
+The embedded default (no variables set) is SQLite, filesystem object storage, an
+in-memory channel layer, a filesystem Celery transport and the local executor. Every
+production part is chosen by a `TUNEPLANE_*` or `DATABASE_URL` variable; a malformed
+value raises ImproperlyConfigured at start-up rather than surprising a job later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    """A string variable; `NAME_FILE` (a path) wins, for secrets mounted as files."""
+    file_path = os.environ.get(f"{name}_FILE")
+    if file_path:
+        try:
+            return Path(file_path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_path!r} cannot be read: {exc}")
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
+
+
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}")
+    return value
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [v.strip() for v in env_str(name, default).replace(";", ",").split(",") if v.strip()]
+
+
+DEBUG = env_bool("TUNEPLANE_DEBUG", False)
+DATA_DIR = Path(env_str("TUNEPLANE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+SECRET_KEY = env_str("TUNEPLANE_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("TUNEPLANE_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("TUNEPLANE_SECRET_KEY (or TUNEPLANE_SECRET_KEY_FILE) is required")
+    SECRET_KEY = "tuneplane-insecure-embedded-default-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env_list("TUNEPLANE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("TUNEPLANE_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "apps.accounts",
+    "apps.governance",
+    "apps.recipes",
+    "apps.jobs",
+    "apps.telemetry",
+    "apps.console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "apps.accounts.middleware.IngestTokenGuardMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tuneplane_site.urls"
+ASGI_APPLICATION = "tuneplane_site.asgi.application"
+WSGI_APPLICATION = "tuneplane_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'tuneplane.sqlite3'}"),
+        conn_max_age=env_int("TUNEPLANE_DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (web, worker) share the file in the embedded default.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:job-list"
+LOGOUT_REDIRECT_URL = "console:login"
+
+# Object storage: S3-compatible when a bucket is named, else the local filesystem.
+S3_BUCKET = env_str("TUNEPLANE_S3_BUCKET")
+if S3_BUCKET:
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": S3_BUCKET,
+            "endpoint_url": env_str("TUNEPLANE_S3_ENDPOINT_URL") or None,
+            "access_key": env_str("TUNEPLANE_S3_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("TUNEPLANE_S3_SECRET_ACCESS_KEY") or None,
+            "region_name": env_str("TUNEPLANE_S3_REGION", "us-east-1"),
+            "addressing_style": env_str("TUNEPLANE_S3_ADDRESSING_STYLE", "path"),
+            "file_overwrite": False,
+            "default_acl": None,
+        },
+    }
+else:
+    _default_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "objects")},
+    }
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# Channels: Redis in production (several daphne processes), in-memory embedded.
+_channel_redis = env_str("TUNEPLANE_CHANNEL_LAYER_URL")
+CHANNEL_LAYERS = {
+    "default": (
+        {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_channel_redis]}}
+        if _channel_redis
+        else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    )
+}
+
+# Celery: a filesystem transport needs no broker process in the embedded default;
+# production names Redis or RabbitMQ.
+CELERY_BROKER_URL = env_str("TUNEPLANE_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = DATA_DIR / "broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir),
+        "data_folder_out": str(_broker_dir),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_SOFT_TIME_LIMIT = 240
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "jobs.sweep-local-attempts": {"task": "jobs.sweep_local_attempts", "schedule": 30.0},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.accounts.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "apps.accounts.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "TunePlane API",
+    "DESCRIPTION": "Control plane for LLM fine-tuning and RL training jobs.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "apps.jobs.choices.JobState",
+        "AttemptStateEnum": "apps.jobs.choices.AttemptState",
+    },
+}
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024  # ingest batches; packages are files
+FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
+# TunePlane
+TUNEPLANE_INGEST_URL = env_str("TUNEPLANE_INGEST_URL", "http://127.0.0.1:8000").rstrip("/")
+TUNEPLANE_PUBLIC_URL = env_str("TUNEPLANE_PUBLIC_URL", TUNEPLANE_INGEST_URL).rstrip("/")
+TUNEPLANE_INGEST_TOKEN_DAYS = env_int("TUNEPLANE_INGEST_TOKEN_DAYS", 14, minimum=1)
+TUNEPLANE_ALLOWED_IMAGE_REGISTRIES = env_str("TUNEPLANE_ALLOWED_IMAGE_REGISTRIES")
+TUNEPLANE_EXECUTOR = env_str("TUNEPLANE_EXECUTOR", "local")
+if TUNEPLANE_EXECUTOR not in {"local", "kubernetes"}:
+    raise ImproperlyConfigured(
+        f"TUNEPLANE_EXECUTOR={TUNEPLANE_EXECUTOR!r}: choose 'local' or 'kubernetes'"
+    )
+TUNEPLANE_LOCAL_ROOT = Path(env_str("TUNEPLANE_LOCAL_ROOT", str(DATA_DIR / "local"))).resolve()
+TUNEPLANE_SSE_KEEPALIVE_SECONDS = env_int("TUNEPLANE_SSE_KEEPALIVE_SECONDS", 15, minimum=1)
+TUNEPLANE_SSE_POLL_SECONDS = float(env_str("TUNEPLANE_SSE_POLL_SECONDS", "0.5"))
+TUNEPLANE_RUNNER_LOST_SECONDS = env_int("TUNEPLANE_RUNNER_LOST_SECONDS", 120, minimum=5)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("TUNEPLANE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_bool("TUNEPLANE_SECURE_COOKIES", False)
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
