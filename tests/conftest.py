@@ -4,13 +4,12 @@ user who should see none of hers, Sam is staff."""
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 
 import pytest
 
-# The suite runs on PostgreSQL; DATABASE_URL must name it (the Makefile sets it).
-os.environ.setdefault("TUNEPLANE_BROKER_URL", "memory://")
+# The suite runs on PostgreSQL; DATABASE_URL must name it (the Makefile sets it, and
+# TUNEPLANE_BROKER_URL=memory:// so that the test process itself enqueues nowhere real).
 
 ALLOWED_REGISTRY = "registry.example.com"
 IMAGE = f"{ALLOWED_REGISTRY}/trainer:v1"

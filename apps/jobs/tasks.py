@@ -17,7 +17,7 @@ from .models import ExecutionAttempt
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="jobs.dispatch_job", acks_late=True, time_limit=120)
+@shared_task(name="jobs.dispatch_job", acks_late=True, time_limit=120, soft_time_limit=100)
 def dispatch_job_task(job_id: int) -> None:
     started = services.start_attempt(job_id)
     if started is None:
@@ -32,14 +32,14 @@ def dispatch_job_task(job_id: int) -> None:
     services.record_launch(attempt.pk, handle)
 
 
-@shared_task(name="jobs.cancel_attempt", acks_late=True, time_limit=60)
+@shared_task(name="jobs.cancel_attempt", acks_late=True, time_limit=60, soft_time_limit=50)
 def cancel_attempt_task(attempt_id: int) -> None:
     attempt = ExecutionAttempt.objects.select_related("job").get(pk=attempt_id)
     get_executor(attempt.executor).cancel(attempt)
     services.mark_cancelled_attempt(attempt_id)
 
 
-@shared_task(name="jobs.sweep_local_attempts", time_limit=60)
+@shared_task(name="jobs.sweep_local_attempts", time_limit=60, soft_time_limit=50)
 def sweep_local_attempts() -> int:
     """Fail attempts whose runner died without reporting (killed, host rebooted)."""
     cutoff = timezone.now() - timedelta(seconds=settings.TUNEPLANE_RUNNER_LOST_SECONDS)
