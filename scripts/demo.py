@@ -77,11 +77,12 @@ def wait_for_http(url: str, seconds: float = 60) -> None:
             time.sleep(0.3)
 
 
-def prepare_workspace() -> Path:
+def prepare_workspace(token: str) -> Path:
     workspace = DATA / "workspace"
     if workspace.exists():
         shutil.rmtree(workspace)
     workspace.mkdir(parents=True)
+    run("tp", "login", "--server", URL, "--token", token, cwd=workspace)
     run("git", "init", "-q", cwd=workspace)
     run("git", "config", "user.email", "demo@tuneplane.local", cwd=workspace)
     run("git", "config", "user.name", "TunePlane demo", cwd=workspace)
@@ -100,7 +101,7 @@ def start() -> None:
         stop()
     print(f"==> database and catalogue ({DATA})")
     manage("migrate", "--no-input", "-v", "0")
-    manage("shell", "-c", (
+    manage("shell", "--no-imports", "-c", (
         "from django.contrib.auth import get_user_model as g;"
         f"u, _ = g().objects.get_or_create(username={USER!r}, defaults={{'is_staff': True, 'is_superuser': True}});"
         f"u.set_password({PASSWORD!r}); u.save()"
@@ -116,8 +117,7 @@ def start() -> None:
     wait_for_http(f"{URL}/login/")
 
     print("==> tp login, tp new linreg, tp submit")
-    workspace = prepare_workspace()
-    run("tp", "login", "--server", URL, "--token", token, cwd=workspace)
+    workspace = prepare_workspace(token)
     out = run("tp", "submit", "linreg", "--profile", "cpu", "--image", IMAGE,
               "--observability-url", f"{URL}/", "--set", "note=demo", cwd=workspace, capture=True)
     print(out, end="")
