@@ -63,7 +63,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         {
             "job": job,
             "attempts": list(job.attempts.all()),
-            "spec_json": json.dumps(job.spec, indent=2),
+            "spec_json": json.dumps(job.spec, indent=2, sort_keys=True),
             # Sorted pairs, not the dict: a hyperparameter called "items" or "keys" would
             # shadow the dict method in a template lookup.
             "hyperparams": sorted((job.spec.get("hyperparams") or {}).items()),
