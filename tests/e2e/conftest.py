@@ -19,7 +19,8 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-REDIS_DB = "13"
+# Several suites may run at once on one machine (developers, CI): each needs its own broker DB.
+REDIS_DB = os.environ.get("TUNEPLANE_TEST_REDIS_DB", "13")
 
 
 def free_port() -> int:
