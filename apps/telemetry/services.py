@@ -13,17 +13,16 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import transaction
-from django.db.models import Avg, Count, F, Max, Min, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.errors import DomainError, TooLarge
 from apps.jobs.models import ExecutionAttempt, Job
 from apps.jobs.services import touch_attempt
 from tuneplane.contracts import limits
-from tuneplane.contracts.ingest import LOG_STREAMS, decode_value
+from tuneplane.contracts.ingest import LOG_STREAMS
 
-from .models import LogLine, LogStream, ScalarPoint, ScalarSeries
+from .models import LogLine, LogStream, ScalarSeries
 
 STREAM_CODES = {"stdout": LogStream.STDOUT, "stderr": LogStream.STDERR}
 STREAM_NAMES = {code: name for name, code in STREAM_CODES.items()}
@@ -147,81 +146,7 @@ def line_dict(line: LogLine) -> dict:
     }
 
 
-# Scalars ------------------------------------------------------------------------------
-
-
-def ingest_scalars(attempt: ExecutionAttempt, payload: object) -> dict:
-    points = _list(payload, "points", limits.SCALAR_BATCH_MAX_POINTS)
-    latest: dict[tuple[str, int], tuple[float | None, str, datetime]] = {}
-    for i, point in enumerate(points):
-        if not isinstance(point, dict):
-            raise DomainError(f"points[{i}] must be an object", field=f"points[{i}]")
-        key = point.get("key")
-        if not isinstance(key, str) or not key or len(key) > limits.SCALAR_KEY_MAX_CHARS:
-            raise DomainError(
-                f"points[{i}].key must be a non-empty string of at most {limits.SCALAR_KEY_MAX_CHARS} characters",
-                field=f"points[{i}].key",
-            )
-        step = _int(point.get("step"), f"points[{i}].step")
-        try:
-            value = decode_value(point.get("value"))
-        except ValueError as exc:
-            raise DomainError(f"points[{i}].value: {exc}", field=f"points[{i}].value") from None
-        if math.isfinite(value):
-            stored, invalid = value, ""
-        else:
-            stored, invalid = None, ("NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity"))
-        # A step sent twice in one batch: the later value wins, as it would across batches.
-        latest[(key, step)] = (stored, invalid, _timestamp(point.get("ts"), f"points[{i}].ts"))
-    if not latest:
-        return {"accepted": 0}
-
-    keys = {key for key, _ in latest}
-    with transaction.atomic():
-        series = {s.key: s for s in ScalarSeries.objects.filter(job_id=attempt.job_id, key__in=keys)}
-        missing = keys - series.keys()
-        if missing:
-            # Serialise series creation per job so two batches cannot both pass the cap.
-            Job.objects.select_for_update().filter(pk=attempt.job_id).first()
-            existing = ScalarSeries.objects.filter(job_id=attempt.job_id).count()
-            if existing + len(missing) > limits.SCALAR_SERIES_MAX_PER_RUN:
-                raise TooLarge(
-                    f"this run has {existing} series and the batch adds {len(missing)}; "
-                    f"a run admits at most {limits.SCALAR_SERIES_MAX_PER_RUN} scalar series",
-                    field="points",
-                )
-            ScalarSeries.objects.bulk_create(
-                [ScalarSeries(job_id=attempt.job_id, key=k) for k in sorted(missing)], ignore_conflicts=True
-            )
-            series = {s.key: s for s in ScalarSeries.objects.filter(job_id=attempt.job_id, key__in=keys)}
-        ScalarPoint.objects.bulk_create(
-            [
-                ScalarPoint(series_id=series[key].pk, step=step, value=v, invalid=inv, attempt_number=attempt.number, ts=ts)
-                for (key, step), (v, inv, ts) in latest.items()
-            ],
-            update_conflicts=True,
-            unique_fields=["series", "step"],
-            update_fields=["value", "invalid", "attempt_number", "ts"],
-            batch_size=2048,
-        )
-        for s in series.values():
-            refresh_summary(s)
-    return {"accepted": len(latest)}
-
-
-def refresh_summary(series: ScalarSeries) -> None:
-    """Recompute a series' summary from its points, so a corrected step repairs min/max."""
-    points = ScalarPoint.objects.filter(series=series)
-    agg = points.aggregate(
-        count=Count("id"),
-        invalid_count=Count("id", filter=~Q(invalid="")),
-        min=Min("value"),
-        max=Max("value"),
-        first_step=Min("step"),
-        last_step=Max("step"),
-    )
-    last = points.filter(value__isnull=False).order_by("-step").values_list("value", flat=True).first()
-    ScalarSeries.objects.filter(pk=series.pk).update(last=last, **agg)
+# Scalars: see scalars.py ----------------------------------------------------------
 
 
 def series_dict(series: ScalarSeries) -> dict:
@@ -235,26 +160,6 @@ def series_dict(series: ScalarSeries) -> dict:
         "first_step": series.first_step,
         "last_step": series.last_step,
     }
-
-
-def reduce_series(series: ScalarSeries, buckets: int, start: int | None, end: int | None) -> list[dict]:
-    """At most `buckets` buckets of a series over [start, end], reduced in the database:
-    min and max per bucket, so a spike is never averaged away."""
-    lo = start if start is not None else series.first_step
-    hi = end if end is not None else series.last_step
-    if lo is None or hi is None or hi < lo:
-        return []
-    width = max(1, math.ceil((hi - lo + 1) / buckets))
-    rows = (
-        ScalarPoint.objects.filter(series=series, step__gte=lo, step__lte=hi, value__isnull=False)
-        .annotate(bucket=(F("step") - lo) / width)
-        .values("bucket")
-        .annotate(step=Min("step"), min=Min("value"), max=Max("value"), mean=Avg("value"), count=Count("id"))
-        .order_by("bucket")
-    )
-    return [
-        {"step": r["step"], "min": r["min"], "max": r["max"], "mean": r["mean"], "count": r["count"]} for r in rows
-    ]
 
 
 def record_hparams(attempt: ExecutionAttempt, payload: object) -> None:

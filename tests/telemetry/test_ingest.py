@@ -99,6 +99,7 @@ def test_scalars_are_stored_and_summarised(run, alice_api):
     assert series.max == 1.0 and series.last == pytest.approx(0.1)
     body = alice_api.get(f"/api/v1/jobs/{job.public_id}/series/points?key=train/loss&buckets=5").json()
     assert [b["step"] for b in body["buckets"]] == [0, 2, 4, 6, 8]
+    assert [b["last"] for b in body["buckets"]][0] == 0.5
     assert body["buckets"][0]["max"] == 1.0 and body["buckets"][0]["min"] == 0.5
 
 

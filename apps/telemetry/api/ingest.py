@@ -19,7 +19,7 @@ from apps.jobs import services as jobs
 from apps.jobs.api.serializers import ErrorSerializer
 from tuneplane.contracts.ingest import LIFECYCLE_EXITED, LIFECYCLE_STARTED
 
-from .. import services
+from .. import scalars, services
 from ..models import IngestToken
 from ..tokens import IngestTokenRefused, resolve_ingest_token
 
@@ -105,7 +105,7 @@ class ScalarsIngestView(IngestView):
         responses={200: inline_serializer("ScalarAck", {"accepted": serializers.IntegerField()}), **ERRORS},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        return Response(services.ingest_scalars(self.attempt(request), request.data))
+        return Response(scalars.ingest_scalars(self.attempt(request), request.data))
 
 
 class InitView(IngestView):

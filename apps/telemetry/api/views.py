@@ -13,7 +13,7 @@ from apps.accounts.errors import DomainError
 from apps.jobs.api.serializers import ErrorSerializer
 from apps.jobs.services import access_job_by_public_id
 
-from .. import services
+from .. import scalars, services
 from ..models import ScalarSeries
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
@@ -80,4 +80,4 @@ def job_series_points(request: Request, job_id: str) -> Response:
     start = _int_param(request, "start", None, 0, 2**62)
     end = _int_param(request, "end", None, 0, 2**62)
     return Response({"key": key, "summary": services.series_dict(series),
-                     "buckets": services.reduce_series(series, buckets, start, end)})
+                     "buckets": scalars.reduce_series(series, buckets, start, end)})
