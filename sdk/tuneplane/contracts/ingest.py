@@ -49,3 +49,12 @@ def decode_value(raw: object) -> float:
     if isinstance(raw, str) and raw in NONFINITE_ENCODING:
         return NONFINITE_ENCODING[raw]
     raise ValueError("value must be a number or one of 'NaN', 'Infinity', '-Infinity'")
+
+ROUTE_EVENTS = "events"  # POST {"events": [...]} at most limits.EVENT_BATCH_MAX
+ROUTE_HEARTBEAT = "heartbeat"  # POST {"sdk": {counters}, "ts": ...}
+
+EVENT_KINDS = ("event", "distribution", "health")
+HEARTBEAT_COUNTERS = (
+    "queued", "sent", "lost", "rejected", "failed_requests",
+    "events_queued", "events_sent", "events_lost", "events_rejected",
+)

@@ -21,3 +21,15 @@ LOG_BATCH_MAX_BYTES = 4 * 1024 * 1024
 HPARAMS_MAX_BYTES = 64 * 1024
 PACKAGE_MAX_BYTES = 256 * 1024 * 1024
 PACKAGE_MAX_MEMBERS = 20_000
+
+# Observations (events, distributions, health snapshots).
+EVENT_BATCH_MAX = 32  # Reporter.observations sends at most this many per request
+EVENT_ID_MAX_CHARS = 128
+EVENT_NAME_MAX_CHARS = 128
+EVENT_STRING_MAX_CHARS = 1024  # a string field's value
+RECENT_EVENTS = 100  # the events panel shows the latest 100
+
+# Transport health: the SDK reports its counters this often; a heartbeat older than
+# HEARTBEAT_STALE_FACTOR intervals is "unknown", never "stopped".
+HEARTBEAT_INTERVAL_SECONDS = 30.0
+HEARTBEAT_STALE_FACTOR = 3
