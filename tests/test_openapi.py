@@ -23,6 +23,11 @@ CLIENT_ROUTES = {
     ("post", "/api/ingest/v1/runs/{run_id}/logs"),
     ("post", "/api/ingest/v1/runs/{run_id}/scalars"),
     ("post", "/api/ingest/v1/runs/{run_id}/init"),
+    ("post", "/api/ingest/v1/runs/{run_id}/events"),
+    ("post", "/api/ingest/v1/runs/{run_id}/heartbeat"),
+    ("get", "/api/v1/jobs/{job_id}/events"),
+    ("get", "/api/v1/jobs/{job_id}/observations"),
+    ("get", "/api/v1/jobs/{job_id}/series.csv"),
 }
 
 

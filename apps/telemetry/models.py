@@ -101,3 +101,46 @@ class ScalarRollup(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["series", "shift", "bucket"], name="rollup_unique_bucket")
         ]
+
+
+class ObservationEvent(models.Model):
+    """An event, distribution or health snapshot a job reported. Immutable: the first
+    copy of an event ID wins, so a retry can never rewrite what was recorded."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="observations")
+    attempt_number = models.PositiveIntegerField()
+    event_id = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16)
+    name = models.CharField(max_length=128)
+    step = models.BigIntegerField(null=True)
+    ts = models.DateTimeField()
+    fields = models.JSONField(default=dict)
+    histogram = models.JSONField(null=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "event_id"], name="observation_unique_event_id")]
+        indexes = [
+            # The latest-100 panel, and "latest health snapshot per name" however old it is.
+            models.Index(fields=["job", "kind", "-id"], name="observation_recent"),
+            models.Index(fields=["job", "kind", "name", "-id"], name="observation_latest_by_name"),
+        ]
+
+
+class TransportHealth(models.Model):
+    """The SDK's last heartbeat for an execution attempt: its loss and failure counters."""
+
+    attempt = models.OneToOneField("jobs.ExecutionAttempt", on_delete=models.CASCADE, related_name="transport_health")
+    last_heartbeat_at = models.DateTimeField()
+    counters = models.JSONField(default=dict)
+    queue_occupancy = models.FloatField(default=0.0)
+
+
+class RunCapabilities(models.Model):
+    """What the run declared at init(): method requirements and enabled capabilities."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="capabilities")
+    capabilities = models.JSONField(default=list)
+    requirements = models.JSONField(default=dict)
+    recorded_at = models.DateTimeField(auto_now=True)

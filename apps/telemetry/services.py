@@ -21,6 +21,7 @@ from apps.jobs.models import ExecutionAttempt, Job
 from apps.jobs.services import touch_attempt
 from tuneplane.contracts import limits
 from tuneplane.contracts.ingest import LOG_STREAMS
+from tuneplane.contracts.metrics import classify
 
 from .models import LogLine, LogStream, ScalarSeries
 
@@ -152,6 +153,7 @@ def line_dict(line: LogLine) -> dict:
 def series_dict(series: ScalarSeries) -> dict:
     return {
         "key": series.key,
+        **classify(series.key),
         "count": series.count,
         "invalid_count": series.invalid_count,
         "min": series.min,
@@ -162,10 +164,14 @@ def series_dict(series: ScalarSeries) -> dict:
     }
 
 
-def record_hparams(attempt: ExecutionAttempt, payload: object) -> None:
+def record_init(attempt: ExecutionAttempt, payload: object) -> None:
+    """init(): the hyperparameters and the run's capability snapshot."""
+    from .observations import record_capabilities
+
     if not isinstance(payload, dict) or not isinstance(payload.get("hparams", {}), dict):
         raise DomainError("body must be a JSON object with an 'hparams' object", field="hparams")
     hparams = payload.get("hparams") or {}
+    record_capabilities(attempt.job_id, payload)
     if len(json.dumps(hparams, default=str)) > limits.HPARAMS_MAX_BYTES:
         raise TooLarge(f"hparams exceed {limits.HPARAMS_MAX_BYTES} bytes", field="hparams")
     Job.objects.filter(pk=attempt.job_id).update(hparams=hparams)

@@ -108,8 +108,20 @@ class Stack:
     def close(self) -> None:
         for name in list(self.procs):
             self._stop(name)
-        # Runners started by the local executor live in their own sessions: end them too.
-        subprocess.run(["pkill", "-f", f"TUNEPLANE_DATA_DIR={self.tmp}"], check=False)
+        # Runners started by the local executor live in their own sessions (so that a
+        # server restart never kills a job): end any still working under this stack's dir.
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cwd = os.readlink(proc / "cwd")
+            except OSError:
+                continue
+            if cwd.startswith(str(self.tmp)):
+                try:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 def _flush_broker() -> None:

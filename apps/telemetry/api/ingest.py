@@ -19,7 +19,7 @@ from apps.jobs import services as jobs
 from apps.jobs.api.serializers import ErrorSerializer
 from tuneplane.contracts.ingest import LIFECYCLE_EXITED, LIFECYCLE_STARTED
 
-from .. import scalars, services
+from .. import observations, scalars, services
 from ..models import IngestToken
 from ..tokens import IngestTokenRefused, resolve_ingest_token
 
@@ -114,5 +114,26 @@ class InitView(IngestView):
         responses={200: inline_serializer("RunInitAck", {"ok": serializers.BooleanField()}), **ERRORS},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        services.record_hparams(self.attempt(request), request.data)
+        services.record_init(self.attempt(request), request.data)
+        return Response({"ok": True})
+
+
+class EventsIngestView(IngestView):
+    @extend_schema(
+        request=inline_serializer("EventBatch", {"events": serializers.ListField(child=serializers.DictField())}),
+        responses={200: inline_serializer("EventAck", {"accepted": serializers.IntegerField(),
+                                                       "duplicates": serializers.IntegerField()}), **ERRORS},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        return Response(observations.ingest_events(self.attempt(request), request.data))
+
+
+class HeartbeatView(IngestView):
+    @extend_schema(
+        request=inline_serializer("Heartbeat", {"sdk": serializers.DictField(),
+                                                "queue_occupancy": serializers.FloatField(required=False)}),
+        responses={200: inline_serializer("HeartbeatAck", {"ok": serializers.BooleanField()}), **ERRORS},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        observations.record_heartbeat(self.attempt(request), request.data)
         return Response({"ok": True})

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
+
+from asgiref.sync import sync_to_async
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, renderer_classes
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -13,8 +19,11 @@ from apps.accounts.errors import DomainError
 from apps.jobs.api.serializers import ErrorSerializer
 from apps.jobs.services import access_job_by_public_id
 
-from .. import scalars, services
-from ..models import ScalarSeries
+from tuneplane.contracts import limits
+from tuneplane.contracts.ingest import EVENT_KINDS
+
+from .. import observations, scalars, services
+from ..models import ScalarPoint, ScalarSeries
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
 MAX_LOG_PAGE = 5000
@@ -81,3 +90,88 @@ def job_series_points(request: Request, job_id: str) -> Response:
     end = _int_param(request, "end", None, 0, 2**62)
     return Response({"key": key, "summary": services.series_dict(series),
                      "buckets": scalars.reduce_series(series, buckets, start, end)})
+
+
+CSV_PAGE = 10_000
+
+
+def _csv_page(series_id: int, after: int) -> list[tuple]:
+    return list(
+        ScalarPoint.objects.filter(series_id=series_id, step__gt=after)
+        .order_by("step")
+        .values_list("step", "value", "invalid", "attempt_number", "ts")[:CSV_PAGE]
+    )
+
+
+async def _csv_stream(series: list[tuple[int, str]]):
+    """Keyset pages of at most CSV_PAGE rows: memory stays flat however long the series.
+    An async iterator, so that daphne streams it instead of buffering the whole body."""
+    yield "key,step,value,attempt,ts\r\n"
+    for series_id, key in series:
+        after = -1
+        while True:
+            rows = await sync_to_async(_csv_page)(series_id, after)
+            if not rows:
+                break
+            buffer = io.StringIO()
+            writer = csv.writer(buffer)
+            for step, value, invalid, attempt, ts in rows:
+                # repr() is the shortest text that reads back as the same float.
+                writer.writerow((key, step, invalid or repr(value), attempt, ts.isoformat()))
+            yield buffer.getvalue()
+            after = rows[-1][0]
+
+
+class CSVRenderer(BaseRenderer):
+    """Lets `Accept: text/csv` negotiate; the body itself is the streamed response."""
+
+    media_type = "text/csv"
+    format = "csv"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("key", str, many=True)],
+    responses={(200, "text/csv"): bytes, **ERRORS},
+)
+@api_view(["GET"])
+@renderer_classes([JSONRenderer, CSVRenderer])
+def job_series_csv(request: Request, job_id: str) -> StreamingHttpResponse:
+    job = access_job_by_public_id(request.user, job_id)
+    keys = request.query_params.getlist("key")
+    qs = ScalarSeries.objects.filter(job=job).order_by("key")
+    if keys:
+        qs = qs.filter(key__in=keys)
+        missing = set(keys) - set(qs.values_list("key", flat=True))
+        if missing:
+            raise DomainError(f"no series {sorted(missing)[0]!r} in job {job.public_id}", field="key")
+    response = StreamingHttpResponse(_csv_stream(list(qs.values_list("id", "key"))), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{job.public_id}-scalars.csv"'
+    return response
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("kind", str, enum=list(EVENT_KINDS)), OpenApiParameter("limit", int)],
+    responses={200: inline_serializer("EventList", {"results": serializers.ListField(child=serializers.DictField())}), **ERRORS},
+)
+@api_view(["GET"])
+def job_events(request: Request, job_id: str) -> Response:
+    job = access_job_by_public_id(request.user, job_id)
+    kind = request.query_params.get("kind", "event")
+    if kind not in EVENT_KINDS:
+        raise DomainError(f"kind must be one of {', '.join(EVENT_KINDS)}", field="kind")
+    limit = _int_param(request, "limit", limits.RECENT_EVENTS, 1, limits.RECENT_EVENTS)
+    return Response({"results": observations.recent_events(job, kind, limit)})
+
+
+@extend_schema(responses={200: inline_serializer("Observations", {
+    "transport": serializers.DictField(), "health": serializers.ListField(child=serializers.DictField()),
+    "distributions": serializers.ListField(child=serializers.DictField()),
+    "capabilities": serializers.ListField(child=serializers.CharField(), allow_null=True),
+    "requirements": serializers.DictField(allow_null=True)}), **ERRORS})
+@api_view(["GET"])
+def job_observations(request: Request, job_id: str) -> Response:
+    job = access_job_by_public_id(request.user, job_id)
+    return Response(observations.observation_summary(job))
