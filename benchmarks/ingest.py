@@ -1,0 +1,164 @@
+"""Scalar ingest throughput through the real HTTP path into PostgreSQL, summaries and
+rollups included, against MLflow's tracking server (`log_batch`, PostgreSQL backend)
+on the same machine with the same workload.
+
+    .venv/bin/python benchmarks/ingest.py [--seconds 20] [--clients 4] [--servers 2]
+
+The peer needs `pip install mlflow psycopg2-binary` (not a project dependency); without
+it the peer is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stack import VENV_BIN, Daphne, free_port, make_run, setup_django  # noqa: E402
+
+import requests  # noqa: E402
+
+BATCH = 2048
+KEYS = ("train/loss", "train/grad_norm", "train/lr", "train/tokens_per_s")
+
+
+def batches(client: int, start: int):
+    """Steps advance like a training run: each batch covers 512 steps of 4 keys."""
+    step = start
+    while True:
+        points = []
+        for s in range(step, step + BATCH // len(KEYS)):
+            for k in KEYS:
+                points.append({"key": k, "step": s, "value": (s % 1000) / 997.0 + client, "ts": 1.7e9 + s})
+        step += BATCH // len(KEYS)
+        yield points
+
+
+def run_clients(seconds: float, clients: int, send_one) -> tuple[int, float]:
+    sent = [0] * clients
+    stop = time.monotonic() + seconds
+    errors: list[str] = []
+
+    def worker(i: int) -> None:
+        gen = batches(i, i * 10_000_000)
+        try:
+            while time.monotonic() < stop:
+                points = next(gen)
+                send_one(i, points)
+                sent[i] += len(points)
+        except Exception as exc:  # report, do not hide
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - t0
+    if errors:
+        raise RuntimeError(errors[0])
+    return sum(sent), elapsed
+
+
+def bench_tuneplane(seconds: float, clients: int, servers: int, data_dir: Path) -> float:
+    runs = [make_run(f"bench-{i}") for i in range(clients)]
+    daphne = Daphne(data_dir, processes=servers)
+    try:
+        sessions = [requests.Session() for _ in range(clients)]
+
+        def send(i: int, points) -> None:
+            job, _attempt, token = runs[i]
+            r = sessions[i].post(f"{daphne.url}/api/ingest/v1/runs/{job.public_id}/scalars",
+                                 data=json.dumps({"points": points}),
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+                                 timeout=60)
+            r.raise_for_status()
+
+        run_clients(2, clients, send)  # warm-up: connections, temp tables, caches
+        n, elapsed = run_clients(seconds, clients, send)
+    finally:
+        daphne.close()
+    from apps.telemetry.models import ScalarSeries
+
+    stored = sum(ScalarSeries.objects.values_list("count", flat=True))
+    print(f"  tuneplane: {n:,} points in {elapsed:.1f} s = {n / elapsed:,.0f} points/s "
+          f"({clients} clients, {servers} daphne process(es)); summaries count {stored:,} points")
+    return n / elapsed
+
+
+def bench_mlflow(seconds: float, clients: int, data_dir: Path) -> float | None:
+    try:
+        import mlflow  # noqa: F401
+        from mlflow.entities import Metric
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        print("  mlflow: skipped (pip install mlflow psycopg2-binary to run the peer)")
+        return None
+    db = "tuneplane_bench_mlflow"
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"DROP DATABASE IF EXISTS {db}"], check=True)
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"CREATE DATABASE {db}"], check=True)
+    port = free_port()
+    mlflow_bin = shutil.which("mlflow", path=str(VENV_BIN)) or "mlflow"
+    server = subprocess.Popen(
+        [mlflow_bin, "server", "--backend-store-uri", f"postgresql://postgres@127.0.0.1:5432/{db}",
+         "--default-artifact-root", str(data_dir / "mlflow-artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                requests.get(url + "/health", timeout=2).raise_for_status()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("mlflow server did not start")
+                time.sleep(0.5)
+        client = MlflowClient(tracking_uri=url)
+        exp = client.create_experiment(f"bench-{time.time()}")
+        runs = [client.create_run(exp).info.run_id for _ in range(clients)]
+
+        def send(i: int, points) -> None:
+            # MLflow caps log_batch at 1,000 metrics per call: same points, more calls.
+            metrics = [Metric(p["key"], p["value"], int(p["ts"] * 1000), p["step"]) for p in points]
+            for j in range(0, len(metrics), 1000):
+                client.log_batch(runs[i], metrics=metrics[j:j + 1000])
+
+        run_clients(2, clients, send)
+        n, elapsed = run_clients(seconds, clients, send)
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait()
+    print(f"  mlflow:    {n:,} points in {elapsed:.1f} s = {n / elapsed:,.0f} points/s ({clients} clients, 2 workers)")
+    return n / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--servers", type=int, default=2)
+    parser.add_argument("--skip-peer", action="store_true")
+    args = parser.parse_args()
+    data_dir = Path(tempfile.mkdtemp(prefix="tp-bench-"))
+    setup_django(data_dir)
+    print(f"ingest benchmark: {args.seconds:.0f} s, batches of {BATCH} points, {os.cpu_count()} cores")
+    ours = bench_tuneplane(args.seconds, args.clients, args.servers, data_dir)
+    peer = None if args.skip_peer else bench_mlflow(args.seconds, args.clients, data_dir)
+    if peer:
+        print(f"  ratio tuneplane / mlflow: {ours / peer:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
