@@ -61,16 +61,15 @@ class ScalarPoint(models.Model):
     """A reported value. Non-finite values keep `value` NULL and their kind in `invalid`,
     so they are never drawn or summarised as zeros."""
 
-    id = models.BigAutoField(primary_key=True)
+    # (series, step) is the identity of a point: a re-sent step replaces its value. As
+    # the primary key it is the only index the hottest table carries.
+    pk = models.CompositePrimaryKey("series", "step")
     series = models.ForeignKey(ScalarSeries, on_delete=models.CASCADE, related_name="points")
     step = models.BigIntegerField()
     value = models.FloatField(null=True)
     invalid = models.CharField(max_length=9, blank=True)  # "", "NaN", "Infinity", "-Infinity"
     attempt_number = models.PositiveIntegerField()
     ts = models.DateTimeField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["series", "step"], name="point_unique_step")]
 
 
 # Rollup levels: bucket widths of 2**shift steps. A chart of N buckets over a span reads

@@ -168,3 +168,22 @@ def test_init_records_hparams(run):
     job.refresh_from_db()
     assert job.hparams == {"lr": 0.1}
     assert math.isclose(job.hparams["lr"], 0.1)
+
+
+def test_a_body_over_the_ingest_cap_is_refused_unread(run):
+    from apps.telemetry.api.parsers import MAX_INGEST_BODY
+
+    job, _, post = run
+    huge = {"points": [], "padding": "x" * (MAX_INGEST_BODY + 10)}
+    response = post("scalars", huge)
+    assert response.status_code == 413
+    assert f"request body exceeds {MAX_INGEST_BODY} bytes" == response.json()["detail"]
+
+
+def test_malformed_json_is_a_parse_error(make_job):
+    job, _, secret = make_job()
+    response = api_client(secret=secret).post(
+        f"/api/ingest/v1/runs/{job.public_id}/scalars", data=b'{"points": [NaN]}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("JSON parse error")

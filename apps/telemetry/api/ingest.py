@@ -20,6 +20,7 @@ from apps.jobs.api.serializers import ErrorSerializer
 from tuneplane.contracts.ingest import LIFECYCLE_EXITED, LIFECYCLE_STARTED
 
 from .. import observations, scalars, services
+from .parsers import IngestJSONParser
 from ..models import IngestToken
 from ..tokens import IngestTokenRefused, resolve_ingest_token
 
@@ -50,6 +51,7 @@ class HasIngestToken(permissions.BasePermission):
 class IngestView(APIView):
     authentication_classes = [IngestTokenAuthentication]
     permission_classes = [HasIngestToken]
+    parser_classes = [IngestJSONParser]
 
     def attempt(self, request: Request):
         return request.auth.attempt

@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='ScalarPoint',
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
+                ('pk', models.CompositePrimaryKey('series', 'step', blank=True, editable=False, primary_key=True, serialize=False)),
                 ('step', models.BigIntegerField()),
                 ('value', models.FloatField(null=True)),
                 ('invalid', models.CharField(blank=True, max_length=9)),
@@ -72,9 +72,5 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='scalarseries',
             constraint=models.UniqueConstraint(fields=('job', 'key'), name='series_unique_key'),
-        ),
-        migrations.AddConstraint(
-            model_name='scalarpoint',
-            constraint=models.UniqueConstraint(fields=('series', 'step'), name='point_unique_step'),
         ),
     ]
