@@ -75,7 +75,7 @@ def add_lines(job, first_seq: int, count: int, attempt: int = 1) -> list[str]:
 def add_points(job, key: str, values: dict[int, float]) -> None:
     """Scalar points by step; a non-finite value is stored as the ingest path stores it."""
     from apps.telemetry.models import ScalarPoint, ScalarSeries
-    from apps.telemetry.services import refresh_summary
+    from apps.telemetry.scalars import rebuild_series
 
     series, _ = ScalarSeries.objects.get_or_create(job=job, key=key)
     now = timezone.now()
@@ -86,8 +86,9 @@ def add_points(job, key: str, values: dict[int, float]) -> None:
         else:
             kind = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
             points.append(ScalarPoint(series=series, step=step, value=None, invalid=kind, attempt_number=1, ts=now))
-    ScalarPoint.objects.bulk_create(points)
-    refresh_summary(series)
+    ScalarPoint.objects.bulk_create(points, update_conflicts=True, unique_fields=["series", "step"],
+                                    update_fields=["value", "invalid"])
+    rebuild_series(series.pk)  # rollups and summary, as ingest keeps them
 
 
 def finish(job, state: str = "succeeded", exit_code: int = 0) -> None:
