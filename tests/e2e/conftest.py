@@ -68,6 +68,9 @@ class Stack:
     def stop_web(self) -> None:
         self._stop("web")
 
+    def stop_worker(self) -> None:
+        self._stop("worker")
+
     def start_worker(self) -> None:
         self._start("worker", [sys.executable, "-m", "celery", "-A", "tuneplane_site", "worker",
                                "--loglevel", "INFO", "--concurrency", "2", "--without-gossip", "--without-mingle"])

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 LINES = 120
 
 
-def test_a_web_restart_mid_run_loses_and_duplicates_nothing(stack, logged_in):
+def test_a_control_plane_restart_mid_run_loses_and_duplicates_nothing(stack, logged_in):
     stack.tp("new", "steady", "--method", "custom/custom", cwd=logged_in, check=True)
     write_experiment(logged_in, "steady", "#!/usr/bin/env bash\nset -euo pipefail\n"
                      f"for i in $(seq 1 {LINES}); do echo \"line $i\"; sleep 0.05; done\n")
@@ -28,11 +28,14 @@ def test_a_web_restart_mid_run_loses_and_duplicates_nothing(stack, logged_in):
     while LogLine.objects.filter(job__public_id=job_id).count() < 10:
         assert time.monotonic() < deadline, stack.log("worker")
         time.sleep(0.1)
+    # The whole control plane goes down: web server and worker. The job must not.
     stack.stop_web()
+    stack.stop_worker()
     during = LogLine.objects.filter(job__public_id=job_id).count()
     time.sleep(3)  # the script keeps printing while nothing answers
     assert LogLine.objects.filter(job__public_id=job_id).count() == during
     stack.start_web()
+    stack.start_worker()
 
     job = wait_finished(job_id, seconds=120)
     assert job.state == "succeeded", stack.log("web")
