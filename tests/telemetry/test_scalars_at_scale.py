@@ -137,3 +137,15 @@ def test_rebuild_reconstructs_rollups_from_points(attempt):
     assert after == before
     series.refresh_from_db()
     assert (series.count, series.max) == (300, 299.0)
+
+
+def test_deleting_a_job_removes_its_points_and_rollups(attempt):
+    # Points and rollups carry no database-level foreign key (see ScalarPoint): the ORM
+    # cascade is what removes them, and must.
+    from apps.jobs.models import Job
+
+    send(attempt, {s: float(s) for s in range(50)})
+    assert ScalarPoint.objects.exists() and ScalarRollup.objects.exists()
+    Job.objects.filter(pk=attempt.job_id).delete()
+    assert not ScalarPoint.objects.exists()
+    assert not ScalarRollup.objects.exists()

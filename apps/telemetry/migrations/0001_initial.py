@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
                 ('invalid', models.CharField(blank=True, max_length=9)),
                 ('attempt_number', models.PositiveIntegerField()),
                 ('ts', models.DateTimeField()),
-                ('series', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='points', to='telemetry.scalarseries')),
+                ('series', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='points', to='telemetry.scalarseries')),
             ],
         ),
         migrations.CreateModel(

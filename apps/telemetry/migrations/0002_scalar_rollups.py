@@ -39,7 +39,7 @@ class Migration(migrations.Migration):
                 ('first_value', models.FloatField(null=True)),
                 ('last_step', models.BigIntegerField()),
                 ('last_value', models.FloatField(null=True)),
-                ('series', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='rollups', to='telemetry.scalarseries')),
+                ('series', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='rollups', to='telemetry.scalarseries')),
             ],
             options={
                 'constraints': [models.UniqueConstraint(fields=('series', 'shift', 'bucket'), name='rollup_unique_bucket')],
