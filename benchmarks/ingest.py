@@ -4,13 +4,16 @@ on the same machine with the same workload.
 
     .venv/bin/python benchmarks/ingest.py [--seconds 20] [--clients 4] [--servers 2]
 
-The peer needs `pip install mlflow psycopg2-binary` (not a project dependency); without
-it the peer is reported as skipped.
+The peer runs from its own venv, benchmarks/.mlflow-venv (MLflow pins its own
+dependencies): `python3 -m venv benchmarks/.mlflow-venv && benchmarks/.mlflow-venv/bin/pip
+install 'mlflow==3.17.*' psycopg2-binary`. Without it the peer is reported as skipped.
+Both servers get the same number of worker processes (--servers).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -97,28 +100,29 @@ def bench_tuneplane(seconds: float, clients: int, servers: int, data_dir: Path) 
     return n / elapsed
 
 
-def bench_mlflow(seconds: float, clients: int, data_dir: Path) -> float | None:
-    try:
-        import mlflow  # noqa: F401
-        from mlflow.entities import Metric
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        print("  mlflow: skipped (pip install mlflow psycopg2-binary to run the peer)")
+MLFLOW_VENV = Path(__file__).resolve().parent / ".mlflow-venv"
+
+
+def bench_mlflow(seconds: float, clients: int, data_dir: Path, workers: int) -> float | None:
+    """MLflow's tracking server with a PostgreSQL backend, fed by MLflow's own client."""
+    python = MLFLOW_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"  mlflow: skipped (python3 -m venv {MLFLOW_VENV} && "
+              f"{MLFLOW_VENV}/bin/pip install 'mlflow==3.17.*' psycopg2-binary)")
         return None
     db = "tuneplane_bench_mlflow"
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"DROP DATABASE IF EXISTS {db}"], check=True)
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"CREATE DATABASE {db}"], check=True)
+    for sql in (f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"):
+        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", sql], check=True)
     port = free_port()
-    mlflow_bin = shutil.which("mlflow", path=str(VENV_BIN)) or "mlflow"
     server = subprocess.Popen(
-        [mlflow_bin, "server", "--backend-store-uri", f"postgresql://postgres@127.0.0.1:5432/{db}",
-         "--default-artifact-root", str(data_dir / "mlflow-artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "2"],
+        [str(MLFLOW_VENV / "bin" / "mlflow"), "server", "--backend-store-uri",
+         f"postgresql://postgres@127.0.0.1:5432/{db}", "--default-artifact-root", str(data_dir / "mlflow-artifacts"),
+         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while True:
             try:
                 requests.get(url + "/health", timeout=2).raise_for_status()
@@ -127,23 +131,16 @@ def bench_mlflow(seconds: float, clients: int, data_dir: Path) -> float | None:
                 if time.monotonic() > deadline:
                     raise RuntimeError("mlflow server did not start")
                 time.sleep(0.5)
-        client = MlflowClient(tracking_uri=url)
-        exp = client.create_experiment(f"bench-{time.time()}")
-        runs = [client.create_run(exp).info.run_id for _ in range(clients)]
-
-        def send(i: int, points) -> None:
-            # MLflow caps log_batch at 1,000 metrics per call: same points, more calls.
-            metrics = [Metric(p["key"], p["value"], int(p["ts"] * 1000), p["step"]) for p in points]
-            for j in range(0, len(metrics), 1000):
-                client.log_batch(runs[i], metrics=metrics[j:j + 1000])
-
-        run_clients(2, clients, send)
-        n, elapsed = run_clients(seconds, clients, send)
+        done = subprocess.run([str(python), str(Path(__file__).with_name("_mlflow_client.py")), url,
+                               str(seconds), str(clients)], capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         os.killpg(server.pid, 15)
         server.wait()
-    print(f"  mlflow:    {n:,} points in {elapsed:.1f} s = {n / elapsed:,.0f} points/s ({clients} clients, 2 workers)")
-    return n / elapsed
+    rate = result["points"] / result["seconds"]
+    print(f"  mlflow:    {result['points']:,} points in {result['seconds']:.1f} s = {rate:,.0f} points/s "
+          f"({clients} clients, {workers} server workers)")
+    return rate
 
 
 def main() -> None:
@@ -157,7 +154,7 @@ def main() -> None:
     setup_django(data_dir)
     print(f"ingest benchmark: {args.seconds:.0f} s, batches of {BATCH} points, {os.cpu_count()} cores")
     ours = bench_tuneplane(args.seconds, args.clients, args.servers, data_dir)
-    peer = None if args.skip_peer else bench_mlflow(args.seconds, args.clients, data_dir)
+    peer = None if args.skip_peer else bench_mlflow(args.seconds, args.clients, data_dir, args.servers)
     if peer:
         print(f"  ratio tuneplane / mlflow: {ours / peer:.1f}x")
 
