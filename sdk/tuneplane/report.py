@@ -16,6 +16,14 @@ The rules this module keeps (spec "Report metrics"; DESIGN.md "Reliability rules
 * Delivery is best effort (spec "Metric failures never stop training"): a full queue, a
   batch the server refuses or a network outage longer than the retries loses points, and
   `stats()` counts every one of them.
+* Capacity (spec "Delivery and capacity limits", contracts.limits): scalar batches of at
+  most 2,048 points, a queue of at most 100,000 points; observation events
+  (`tuneplane.reporter.Reporter`) share the same sender through a queue of at most 128
+  events, sent 32 a request. Past either bound, items are counted as lost.
+* Transport health: the sender posts the `heartbeat` route every
+  HEARTBEAT_INTERVAL_SECONDS (30 s; `TUNEPLANE_JOB_HEARTBEAT_INTERVAL` overrides it) with
+  the counters of contracts.ingest.HEARTBEAT_COUNTERS and the scalar queue's occupancy,
+  and once more from `finish()`.
 
 It imports neither transformers nor Ray: `TunePlaneCallback` is duck-typed.
 """
@@ -33,7 +41,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import count
 from typing import Any
@@ -53,6 +61,7 @@ RETRY_BACKOFF_SECONDS = 0.5  # doubled after each failed try
 RETRY_BACKOFF_MAX_SECONDS = 4.0
 ATEXIT_FLUSH_SECONDS = 5.0  # an interpreter exit waits at most this long for pending points
 DEFAULT_MONITOR_INTERVAL_SECONDS = 10.0
+RESET_JOIN_SECONDS = 1.0  # _reset() waits at most this long for the old sender to leave
 NVIDIA_SMI_TIMEOUT_SECONDS = 5.0
 
 # Nesting deeper than this (or a dict that contains itself) is dropped, not recursed into.
@@ -63,6 +72,14 @@ _HPARAMS_TRUNCATED_KEY = "_tuneplane_truncated"
 _MAX_STEP = 2**62
 
 _Point = tuple[str, int, float, float]  # key, step, value, ts
+
+# Overrides contracts.limits.HEARTBEAT_INTERVAL_SECONDS (30 s): tests shorten it. Not part
+# of the user-facing job contract, hence not in contracts.env.
+HEARTBEAT_INTERVAL_ENV = "TUNEPLANE_JOB_HEARTBEAT_INTERVAL"
+# The `init` route refuses more capabilities than this, or a longer name
+# (apps/telemetry/observations.py). Not yet in contracts.limits; move them there.
+_CAPABILITIES_MAX = 64
+_CAPABILITY_NAME_MAX_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -302,36 +319,112 @@ def _json_size(value: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------------
-# The per-process reporter: a bounded queue and one sender thread.
+# The per-process reporter: two bounded queues (scalar points, observation events) and
+# one sender thread that also sends the transport heartbeat.
+
+
+def _heartbeat_interval() -> float:
+    """Seconds between heartbeats: the contract's, or HEARTBEAT_INTERVAL_ENV (tests)."""
+    raw = os.environ.get(HEARTBEAT_INTERVAL_ENV, "")
+    try:
+        interval = float(raw)
+    except ValueError:
+        return limits.HEARTBEAT_INTERVAL_SECONDS
+    return (
+        interval if math.isfinite(interval) and interval > 0 else limits.HEARTBEAT_INTERVAL_SECONDS
+    )
+
+
+def _capabilities(capabilities: Any) -> list[str]:
+    """Enabled capabilities as distinct non-empty names, in the caller's order, within the
+    server's bounds (an init body it refuses would lose the hyperparameters too).
+
+    A lone string is one capability, not a sequence of one-letter ones. A name over the
+    length limit is left out rather than cut: a shortened name is a different capability.
+    """
+    if isinstance(capabilities, str):
+        capabilities = [capabilities]
+    kept: list[str] = []
+    for item in list(capabilities)[:1000]:
+        name = str(item).strip()
+        if name and len(name) <= _CAPABILITY_NAME_MAX_CHARS and name not in kept:
+            kept.append(name)
+    return kept[:_CAPABILITIES_MAX]
+
+
+def _requirements(requirements: Any) -> dict[str, Any]:
+    """The method requirements as plain JSON within HPARAMS_MAX_BYTES (else marked cut)."""
+    if isinstance(requirements, Mapping):
+        clean = {str(k): _jsonable(v, 1) for k, v in requirements.items()}
+    else:
+        clean = {"value": _jsonable(requirements, 1)}
+    if _json_size(clean) > limits.HPARAMS_MAX_BYTES:
+        # Unlike hparams there is no safe partial requirement set: say it was cut.
+        return {_HPARAMS_TRUNCATED_KEY: True}
+    return clean
+
+
+def _init_payload(hparams: Any, capabilities: Any, requirements: Any) -> dict[str, Any]:
+    """The `init` body. `capabilities` and `requirements` appear only when given, so an
+    init without them posts exactly what it always did (`{"hparams": {...}}`)."""
+    payload = _hparams_payload(hparams)
+    # A broken argument costs its own part of the snapshot, never the hyperparameters.
+    if capabilities is not None:
+        try:
+            payload["capabilities"] = _capabilities(capabilities)
+        except Exception:
+            _logger.warning("tuneplane.report: capabilities must be a list of names; left out")
+    if requirements is not None:
+        try:
+            payload["requirements"] = _requirements(requirements)
+        except Exception:
+            _logger.warning("tuneplane.report: requirements could not be encoded; left out")
+    return payload
+
+
+# What a send ended as: delivered, refused by the server (4xx: repeating cannot help), or
+# given up after transient failures. The caller turns it into its own counters.
+_SENT, _REJECTED, _LOST = "sent", "rejected", "lost"
 
 
 class _Reporter:
-    """Queue and sender of one process. `enabled` is False outside a job."""
+    """Queues and sender of one process. `enabled` is False outside a job."""
 
-    def __init__(self, binding: _Binding | None, queue_max: int | None = None) -> None:
+    def __init__(
+        self,
+        binding: _Binding | None,
+        queue_max: int | None = None,
+        event_queue_max: int | None = None,
+    ) -> None:
         self.binding = binding
         self.enabled = binding is not None
         self.queue_max = limits.SCALAR_QUEUE_MAX_POINTS if queue_max is None else queue_max
+        self.event_queue_max = (
+            limits.EVENT_QUEUE_MAX if event_queue_max is None else event_queue_max
+        )
         self._steps = count()  # the implicit step; next() on it is atomic under the GIL
         self._initialised = False
         self._monitor: _HardwareMonitor | None = None
         self._reset_process_state()
 
     def _reset_process_state(self) -> None:
-        """Fresh queue, counters, locks and no sender: at creation and in a forked child.
+        """Fresh queues, counters, locks and no sender: at creation and in a forked child.
 
-        A child inherits a copy of the parent's queue (the parent sends those points) and
+        A child inherits a copy of the parent's queues (the parent sends those) and
         possibly a lock held by a thread that does not exist in the child, so it starts
         from nothing rather than reusing any of it.
         """
         self._queue: deque[_Point] = deque()
+        self._events: deque[dict[str, Any]] = deque()
         self._lock = threading.Lock()  # guards the rarely changed counters below
         self._wake = threading.Event()  # "a batch is full" or "flush now"
         self._stop = threading.Event()  # the interpreter is exiting: stop retrying
         self._sender: threading.Thread | None = None
         self._sender_pid: int | None = None
-        self._busy = False  # the sender holds points that left the queue but are not settled
+        self._busy = False  # the sender holds items that left a queue but are not settled
         self._init_payload: dict[str, Any] | None = None
+        self._heartbeat_requested = False  # finish() asks for a final heartbeat
+        self._next_heartbeat = 0.0  # monotonic time of the next periodic heartbeat
         self._series: set[str] = set()
         self._warned: set[str] = set()
         # Counters in points unless named otherwise. `queued` is derived (taken + pending)
@@ -342,7 +435,13 @@ class _Reporter:
         self.dropped = 0
         self.rejected = 0  # batches (and init calls) the server refused with a 4xx
         self.rejected_points = 0
-        self.failed_requests = 0
+        self.failed_requests = 0  # every failed request: scalars, events, init, heartbeat
+        # The same for observation events, counted in events.
+        self.events_taken = 0
+        self.events_sent = 0
+        self.events_lost = 0  # queue full, or retries of a transient failure exhausted
+        self.events_rejected = 0  # in batches the server refused with a 4xx
+        self.events_dropped = 0  # invalid at the call site; never queued
 
     # -- the caller's side: cheap, lock-free on the common path ------------------------
 
@@ -379,36 +478,80 @@ class _Reporter:
         if len(queue) >= limits.SCALAR_BATCH_MAX_POINTS and not self._wake.is_set():
             self._wake.set()
 
-    def init(self, hparams: Any, monitor_hardware: bool) -> None:
+    def enqueue_event(self, event: dict[str, Any]) -> bool:
+        """Queue one validated event; False (counted as lost) when the queue is full.
+
+        Events are rare next to scalars, so the lock is affordable here and keeps the
+        128-event bound exact even with several producer threads.
+        """
+        if self._sender_pid != os.getpid():
+            self._start_sender()
+        events = self._events
+        with self._lock:
+            full = len(events) >= self.event_queue_max
+            if full:
+                self.events_lost += 1
+            else:
+                events.append(event)
+        if full:
+            self._warn_once(
+                "events-lost",
+                "tuneplane.reporter: the observation queue is full; events are being dropped",
+            )
+            return False
+        if len(events) >= limits.EVENT_BATCH_MAX and not self._wake.is_set():
+            self._wake.set()
+        return True
+
+    def init(
+        self,
+        hparams: Any,
+        monitor_hardware: bool,
+        capabilities: Any = None,
+        requirements: Any = None,
+    ) -> None:
         if self._sender_pid != os.getpid():
             self._start_sender()
         if not self._initialised:
             self._initialised = True
-            self._init_payload = _hparams_payload(hparams)
+            self._init_payload = _init_payload(hparams, capabilities, requirements)
             self._wake.set()
         if monitor_hardware and self._monitor is None and _is_rank_zero():
             self._monitor = _HardwareMonitor(self, _monitor_interval())
             self._monitor.start()
 
     def finish(self, timeout: float) -> bool:
-        """Ask the sender to flush now and wait for it, at most `timeout` seconds."""
+        """Flush both queues and send a final heartbeat, waiting at most `timeout` seconds.
+
+        True when no point or event is left. A process that never reported anything has
+        no sender and nothing to say, so it sends nothing (not even a heartbeat).
+        """
         if self._sender_pid != os.getpid():
-            if not self._queue and self._init_payload is None:
+            if not self._queue and not self._events and self._init_payload is None:
                 return True
             self._start_sender()
         deadline = time.monotonic() + max(0.0, float(timeout))
+        self._heartbeat_requested = True
         self._wake.set()
         while True:
-            if not self._queue and not self._busy and self._init_payload is None:
+            if (
+                not self._queue
+                and not self._events
+                and not self._busy
+                and self._init_payload is None
+                and not self._heartbeat_requested
+            ):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
+                # The heartbeat is best effort; only undelivered points or events fail.
+                return not (self._queue or self._events or self._busy or self._init_payload)
             # Polling keeps this simple and obviously bounded; finish() is not a hot path.
             time.sleep(min(0.01, remaining))
 
     def stats(self) -> dict[str, int]:
         pending = len(self._queue)
+        events_pending = len(self._events)
         return {
             "queued": self.taken + pending,
             "pending": pending,
@@ -418,6 +561,22 @@ class _Reporter:
             "rejected": self.rejected,
             "rejected_points": self.rejected_points,
             "failed_requests": self.failed_requests,
+            "events_queued": self.events_taken + events_pending,
+            "events_pending": events_pending,
+            "events_sent": self.events_sent,
+            "events_lost": self.events_lost,
+            "events_rejected": self.events_rejected,
+            "events_dropped": self.events_dropped,
+        }
+
+    def heartbeat_payload(self) -> dict[str, Any]:
+        """The `heartbeat` body: exactly the contract's counters and the scalar queue's fill."""
+        counters = self.stats()
+        occupancy = len(self._queue) / self.queue_max if self.queue_max > 0 else 1.0
+        return {
+            "sdk": {name: counters[name] for name in ingest.HEARTBEAT_COUNTERS},
+            "queue_occupancy": min(1.0, max(0.0, occupancy)),
+            "ts": time.time(),
         }
 
     def shutdown(self) -> None:
@@ -425,6 +584,12 @@ class _Reporter:
         self._wake.set()
         if self._monitor is not None:
             self._monitor.stop()
+
+    def join(self, timeout: float) -> None:
+        """Wait (bounded) for a shut-down sender to leave, so it posts nothing later."""
+        sender = self._sender
+        if sender is not None and sender.is_alive() and sender is not threading.current_thread():
+            sender.join(timeout)
 
     def after_fork_in_child(self) -> None:
         # The parent already posted init. `_monitor` is kept on purpose: its thread did
@@ -462,32 +627,77 @@ class _Reporter:
         client = IngestClient(
             self.binding.endpoint, self.binding.run_id, self.binding.token, REQUEST_TIMEOUT_SECONDS
         )
+        interval = _heartbeat_interval()
+        # The first heartbeat goes out with the first drain: the console shows transport
+        # health as soon as a run reports, not one interval later.
+        self._next_heartbeat = time.monotonic()
         while not self._stop.is_set():
-            self._wake.wait(FLUSH_INTERVAL_SECONDS)
+            until_heartbeat = self._next_heartbeat - time.monotonic()
+            self._wake.wait(max(0.0, min(FLUSH_INTERVAL_SECONDS, until_heartbeat)))
             self._wake.clear()
             try:
-                self._drain(client)
+                self._drain(client, interval)
             except Exception:  # a bug here must not kill delivery for the rest of the run
                 _logger.exception("tuneplane.report: unexpected error in the sender")
                 self._busy = False
 
-    def _drain(self, client: IngestClient) -> None:
+    def _drain(self, client: IngestClient, heartbeat_interval: float) -> None:
         self._busy = True  # set before taking anything, so finish() never sees a gap
         try:
+            # Taken before the queues are emptied: a final heartbeat requested now must
+            # report counters that include everything queued before finish() asked.
+            final = self._heartbeat_requested
             payload = self._init_payload
             if payload is not None:
-                self._post(client, ingest.ROUTE_INIT, payload, points=0)
+                # First, so the capability snapshot exists before any event it qualifies.
+                if self._post(client, ingest.ROUTE_INIT, payload) == _REJECTED:
+                    self._count("rejected", 1)
                 self._init_payload = None
-            queue = self._queue
-            batch_max = limits.SCALAR_BATCH_MAX_POINTS
-            while queue and not self._stop.is_set():
-                batch: list[_Point] = []
-                while queue and len(batch) < batch_max:
-                    batch.append(queue.popleft())
-                self.taken += len(batch)
-                self._send_points(client, batch)
+            queue, events = self._queue, self._events
+            batch_max, event_batch_max = limits.SCALAR_BATCH_MAX_POINTS, limits.EVENT_BATCH_MAX
+            # Alternate one event batch and one scalar batch: a 100,000-point backlog must
+            # not hold up the few events, nor a burst of events the charts.
+            while (queue or events) and not self._stop.is_set():
+                if events:
+                    batch_events: list[dict[str, Any]] = []
+                    while events and len(batch_events) < event_batch_max:
+                        batch_events.append(events.popleft())
+                    self.events_taken += len(batch_events)
+                    self._send_events(client, batch_events)
+                if queue:
+                    batch: list[_Point] = []
+                    while queue and len(batch) < batch_max:
+                        batch.append(queue.popleft())
+                    self.taken += len(batch)
+                    self._send_points(client, batch)
+                if time.monotonic() >= self._next_heartbeat:
+                    self._send_heartbeat(client, heartbeat_interval)
+            if final or time.monotonic() >= self._next_heartbeat:
+                if final:
+                    self._heartbeat_requested = False
+                if not self._stop.is_set():
+                    self._send_heartbeat(client, heartbeat_interval)
         finally:
             self._busy = False
+
+    def _send_heartbeat(self, client: IngestClient, interval: float) -> None:
+        """One try, no retries: the next heartbeat is the retry, and a heartbeat that
+        cannot be delivered says nothing the counters will not say later."""
+        self._next_heartbeat = time.monotonic() + interval
+        try:
+            client.post_json(ingest.ROUTE_HEARTBEAT, self.heartbeat_payload())
+        except IngestError as exc:
+            if exc.transient:
+                self._count("failed_requests", 1)
+            self._warn_once(f"heartbeat-{exc.status}", f"tuneplane.report: heartbeat: {exc}")
+        except Exception as exc:
+            self._warn_once("heartbeat", f"tuneplane.report: heartbeat: {exc!r}")
+
+    def _send_events(self, client: IngestClient, batch: list[dict[str, Any]]) -> None:
+        outcome = self._post(client, ingest.ROUTE_EVENTS, {"events": batch})
+        # A duplicate the server already had counts as sent: the event is recorded.
+        name = {_SENT: "events_sent", _REJECTED: "events_rejected", _LOST: "events_lost"}[outcome]
+        self._count(name, len(batch))
 
     def _send_points(self, client: IngestClient, batch: list[_Point]) -> None:
         encoded: list[dict[str, Any]] = []
@@ -511,35 +721,39 @@ class _Reporter:
                 "series",
                 f"tuneplane.report: more than {series_max} metric keys; new keys are dropped",
             )
-        if encoded:
-            self._post(client, ingest.ROUTE_SCALARS, {"points": encoded}, points=len(encoded))
+        if not encoded:
+            return
+        outcome = self._post(client, ingest.ROUTE_SCALARS, {"points": encoded})
+        if outcome == _SENT:
+            self._count("sent", len(encoded))
+        elif outcome == _REJECTED:
+            with self._lock:
+                self.rejected += 1
+                self.rejected_points += len(encoded)
+        else:
+            self._count("lost", len(encoded))
 
-    def _post(self, client: IngestClient, route: str, payload: dict[str, Any], points: int) -> None:
+    def _post(self, client: IngestClient, route: str, payload: dict[str, Any]) -> str:
+        """POST with retries of transient failures; returns _SENT, _REJECTED or _LOST."""
         delay = RETRY_BACKOFF_SECONDS
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
                 client.post_json(route, payload)
             except IngestError as exc:
                 if not exc.transient:
-                    self._count("rejected", 1)
-                    self._count("rejected_points", points)
-                    self._warn_once(f"rejected-{exc.status}", f"tuneplane.report: {exc}")
-                    return
+                    self._warn_once(f"rejected-{route}-{exc.status}", f"tuneplane.report: {exc}")
+                    return _REJECTED
                 self._count("failed_requests", 1)
                 self._warn_once("failing", f"tuneplane.report: {exc}; retrying")
                 if attempt == SEND_ATTEMPTS or self._stop.wait(delay):
                     break
                 delay = min(delay * 2, RETRY_BACKOFF_MAX_SECONDS)
             except Exception as exc:  # e.g. a value json refuses: a bug, not a transient fault
-                self._count("rejected", 1)
-                self._count("rejected_points", points)
                 self._warn_once("encode", f"tuneplane.report: could not send {route}: {exc!r}")
-                return
+                return _REJECTED
             else:
-                if points:
-                    self._count("sent", points)
-                return
-        self._count("lost", points)
+                return _SENT
+        return _LOST
 
 
 # ---------------------------------------------------------------------------------------
@@ -687,12 +901,20 @@ def _get() -> _Reporter:
 
 
 def _reset() -> None:
-    """Forget the reporter so the environment is read again. For tests."""
+    """Test hook: stop this process's reporter and forget it.
+
+    The next call of any function here (or `Reporter.from_env()`) reads the environment
+    afresh and starts a new queue, counters and sender. Pending points and events of the
+    old reporter are discarded, not flushed: call `finish()` first to deliver them. The
+    old sender is given RESET_JOIN_SECONDS to leave, so that it does not post to the next
+    test's server. Not for training scripts.
+    """
     global _reporter
     with _reporter_lock:
-        if _reporter is not None:
-            _reporter.shutdown()
-        _reporter = None
+        old, _reporter = _reporter, None
+    if old is not None:
+        old.shutdown()
+        old.join(RESET_JOIN_SECONDS)
 
 
 def _after_fork_in_child() -> None:
@@ -718,13 +940,25 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_at_exit)
 
 
-def init(hparams: Mapping[str, Any] | None = None, monitor_hardware: bool = False) -> None:
-    """Start reporting: posts `hparams` once (init is idempotent) and, when asked, starts
-    the hardware sampler (rank zero only, every TUNEPLANE_JOB_MONITOR_INTERVAL seconds)."""
+def init(
+    hparams: Mapping[str, Any] | None = None,
+    monitor_hardware: bool = False,
+    *,
+    capabilities: Iterable[str] | None = None,
+    requirements: Mapping[str, Any] | None = None,
+) -> None:
+    """Start reporting. Never raises.
+
+    Posts the run's `hparams` once (init is idempotent: later calls send nothing) and,
+    when given, the snapshot of its enabled `capabilities` (e.g. ["tools"]) and method
+    `requirements` (spec: "The run snapshots its method requirements and enabled
+    capabilities"). With `monitor_hardware=True` it starts the hardware sampler: rank
+    zero only, one per job, every TUNEPLANE_JOB_MONITOR_INTERVAL seconds (default 10).
+    """
     try:
         reporter = _reporter if _reporter is not None else _get()
         if reporter.enabled:
-            reporter.init(hparams, monitor_hardware)
+            reporter.init(hparams, monitor_hardware, capabilities, requirements)
     except Exception:
         pass
 
@@ -746,7 +980,8 @@ def log(metrics: Mapping[str, Any], step: int | None = None, prefix: str | None 
 
 
 def finish(timeout: float = 10.0) -> bool:
-    """Flush pending points, waiting at most `timeout` seconds; True when none are left."""
+    """Flush pending points and events and send a final heartbeat, waiting at most
+    `timeout` seconds; True when no point or event is left."""
     try:
         reporter = _reporter if _reporter is not None else _get()
         if not reporter.enabled:
@@ -763,7 +998,14 @@ def stats() -> dict[str, int]:
     lost: given up (queue full, or retries of a transient failure exhausted); dropped:
     values log() could not turn into a number (or keys over the limits); rejected /
     rejected_points: batches the server refused with a 4xx and their points;
-    failed_requests: requests that failed transiently (each retry counts).
+    failed_requests: requests that failed transiently (each retry counts, heartbeats too).
+    Once finish() returned True, queued == sent + lost + rejected_points + (points dropped
+    over the series limit).
+
+    The same for observation events (tuneplane.reporter), counted in events:
+    events_queued, events_pending, events_sent (a duplicate the server already had
+    counts as sent), events_lost (queue full or retries exhausted), events_rejected and
+    events_dropped (invalid at the call site, never queued).
     """
     try:
         reporter = _reporter if _reporter is not None else _get()
@@ -801,8 +1043,17 @@ class TunePlaneCallback:
     Only the world's rank zero reports.
     """
 
-    def __init__(self, monitor_hardware: bool = False) -> None:
+    def __init__(
+        self,
+        monitor_hardware: bool = False,
+        *,
+        capabilities: Iterable[str] | None = None,
+        requirements: Mapping[str, Any] | None = None,
+    ) -> None:
         self.monitor_hardware = monitor_hardware
+        # Passed to init() on train begin: the run's capability snapshot.
+        self.capabilities = capabilities
+        self.requirements = requirements
 
     @staticmethod
     def _reports(state: Any) -> bool:
@@ -819,7 +1070,12 @@ class TunePlaneCallback:
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         try:
             if self._reports(state):
-                init(hparams=_scalar_hparams(args), monitor_hardware=self.monitor_hardware)
+                init(
+                    hparams=_scalar_hparams(args),
+                    monitor_hardware=self.monitor_hardware,
+                    capabilities=self.capabilities,
+                    requirements=self.requirements,
+                )
         except Exception:
             pass
 

@@ -2,9 +2,10 @@
 
 It is NOT the server: it keeps what it receives in memory, answers the routes of
 docs/api.md ("Ingest API") the way the contract says (a re-sent log seq is ignored,
-never duplicated; an over-limit scalar batch is refused whole with 413), and lets a test
-misbehave on purpose: fail the next N requests, hang up after storing a batch, refuse
-every call to a route, or stop and come back on the same port.
+never duplicated; an over-limit scalar or event batch is refused whole with 413; the
+first copy of an event ID wins), and lets a test misbehave on purpose: fail the next N
+requests, hang up after storing a batch, refuse every call to a route, hold every request
+until released, or stop and come back on the same port.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tuneplane.contracts import ingest, limits
+from tuneplane.contracts.observations import ObservationError, validate_event
 
 PREFIX = "/" + ingest.INGEST_PREFIX + "/runs/"
+HOLD_MAX_SECONDS = 10.0  # a held request never outlives a forgotten release()
 
 
 @dataclass
@@ -49,6 +52,14 @@ class IngestStub:
         self.scalar_batch_sizes: list[int] = []
         self.lifecycle: list[dict[str, Any]] = []
         self.inits: list[dict[str, Any]] = []
+        self.events: dict[str, dict[str, Any]] = {}  # event_id -> event, first accepted wins
+        self.event_batch_sizes: list[int] = []
+        self.duplicate_event_ids: list[str] = []
+        self.heartbeats: list[dict[str, Any]] = []
+        # Cleared by hold(): requests wait (up to HOLD_MAX_SECONDS) until release().
+        self._gate = threading.Event()
+        self._gate.set()
+        self.held = 0  # requests waiting at the gate now
         self.cancel_requested = False
         self.route_status: dict[str, int] = {}  # route -> status answered to every call
         self._fail: list[tuple[int, str | None]] = []  # (status, route or None) for the next calls
@@ -96,6 +107,23 @@ class IngestStub:
     def hang_up_after_store(self, count: int) -> None:
         with self.lock:
             self._hang_up_after_store += count
+
+    def hold(self) -> None:
+        """Every request from now on waits until release(): a server that stopped answering
+        but still accepts connections, for tests that need the sender stuck mid-request."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def wait_at_gate(self) -> None:
+        with self.lock:
+            self.held += 1
+        try:
+            self._gate.wait(HOLD_MAX_SECONDS)
+        finally:
+            with self.lock:
+                self.held -= 1
 
     def pending_failures(self) -> int:
         with self.lock:
@@ -159,6 +187,15 @@ class IngestStub:
             with self.lock:
                 self.inits.append(body)
             return 200, {"ok": True}, {}
+        if route == ingest.ROUTE_EVENTS:
+            return self._events(body)
+        if route == ingest.ROUTE_HEARTBEAT:
+            sdk = body.get("sdk")
+            if not isinstance(sdk, dict) or not set(sdk) <= set(ingest.HEARTBEAT_COUNTERS):
+                return 400, {"detail": "unknown counters", "field": "sdk"}, {}
+            with self.lock:
+                self.heartbeats.append(body)
+            return 200, {"ok": True}, {}
         return 404, {"detail": "unknown route", "field": None}, {}
 
     def _logs(self, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
@@ -213,6 +250,28 @@ class IngestStub:
             self.scalar_batch_sizes.append(len(points))
         return 200, {"accepted": len(points)}, {}
 
+    def _events(self, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        events = body.get("events")
+        if not isinstance(events, list):
+            return 400, {"detail": "events must be a list", "field": "events"}, {}
+        if len(events) > limits.EVENT_BATCH_MAX:
+            return 413, {"detail": "too many events", "field": "events"}, {}
+        try:  # one bad event refuses the batch whole, as the server does
+            checked = [validate_event(e, f"events[{i}]") for i, e in enumerate(events)]
+        except ObservationError as exc:
+            return 400, {"detail": str(exc), "field": exc.field}, {}
+        accepted = duplicates = 0
+        with self.lock:
+            self.event_batch_sizes.append(len(checked))
+            for event in checked:
+                if event["event_id"] in self.events:
+                    duplicates += 1
+                    self.duplicate_event_ids.append(event["event_id"])
+                else:
+                    accepted += 1
+                    self.events[event["event_id"]] = event
+        return 200, {"accepted": accepted, "duplicates": duplicates}, {}
+
 
 def _make_handler(stub: IngestStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -230,6 +289,7 @@ def _make_handler(stub: IngestStub) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = None
+            stub.wait_at_gate()
             if self.headers.get("Authorization") != f"Bearer {stub.token}" or run_id != stub.run_id:
                 status, answer, headers = (
                     401,
