@@ -78,11 +78,16 @@ def record_capabilities(job_id: int, payload: dict) -> None:
     requirements = payload.get("requirements")
     if capabilities is None and requirements is None:
         return
+    max_names, max_chars = limits.CAPABILITIES_MAX, limits.CAPABILITY_NAME_MAX_CHARS
     if capabilities is not None and (
-        not isinstance(capabilities, list) or not all(isinstance(c, str) and len(c) <= 64 for c in capabilities)
-        or len(capabilities) > 64
+        not isinstance(capabilities, list)
+        or not all(isinstance(c, str) and 0 < len(c) <= max_chars for c in capabilities)
+        or len(capabilities) > max_names
     ):
-        raise DomainError("capabilities must be a list of at most 64 names", field="capabilities")
+        raise DomainError(
+            f"capabilities must be a list of at most {max_names} names of 1 to {max_chars} characters",
+            field="capabilities",
+        )
     if requirements is not None and not isinstance(requirements, dict):
         raise DomainError("requirements must be an object", field="requirements")
     with transaction.atomic():

@@ -73,13 +73,11 @@ _MAX_STEP = 2**62
 
 _Point = tuple[str, int, float, float]  # key, step, value, ts
 
-# Overrides contracts.limits.HEARTBEAT_INTERVAL_SECONDS (30 s): tests shorten it. Not part
-# of the user-facing job contract, hence not in contracts.env.
-HEARTBEAT_INTERVAL_ENV = "TUNEPLANE_JOB_HEARTBEAT_INTERVAL"
-# The `init` route refuses more capabilities than this, or a longer name
-# (apps/telemetry/observations.py). Not yet in contracts.limits; move them there.
-_CAPABILITIES_MAX = 64
-_CAPABILITY_NAME_MAX_CHARS = 64
+# Overrides contracts.limits.HEARTBEAT_INTERVAL_SECONDS (30 s): tests shorten it.
+HEARTBEAT_INTERVAL_ENV = env.JOB_HEARTBEAT_INTERVAL
+# The `init` route refuses more capabilities than this, or a longer name.
+_CAPABILITIES_MAX = limits.CAPABILITIES_MAX
+_CAPABILITY_NAME_MAX_CHARS = limits.CAPABILITY_NAME_MAX_CHARS
 
 
 @dataclass(frozen=True)

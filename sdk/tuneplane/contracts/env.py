@@ -19,6 +19,7 @@ JOB_TOKEN = "TUNEPLANE_JOB_TOKEN"
 JOB_ENABLED = "TUNEPLANE_JOB_ENABLED"
 EXTERNAL_OBSERVABILITY_URL = "TUNEPLANE_EXTERNAL_OBSERVABILITY_URL"
 JOB_MONITOR_INTERVAL = "TUNEPLANE_JOB_MONITOR_INTERVAL"
+JOB_HEARTBEAT_INTERVAL = "TUNEPLANE_JOB_HEARTBEAT_INTERVAL"  # seconds; overrides the contract's default
 
 # Every variable a train.sh may rely on, in the order the scaffold checks them.
 JOB_CONTRACT = (
@@ -41,3 +42,15 @@ RUNNER_ENTRYPOINT = "TUNEPLANE_RUNNER_ENTRYPOINT"  # package-relative path of tr
 RUNNER_EXPERIMENT = "TUNEPLANE_RUNNER_EXPERIMENT"  # experiment name (experiments/<name>)
 RUNNER_PACKAGE_SHA256 = "TUNEPLANE_RUNNER_PACKAGE_SHA256"
 RUNNER_RETRY_SECONDS = "TUNEPLANE_RUNNER_RETRY_SECONDS"  # how long lifecycle calls keep retrying
+
+# Multi-node jobs (the kubernetes executor's Indexed Jobs). Set on every node; a single
+# node job has rank 0 and no master address.
+CLUSTER_NODE_RANK = "TUNEPLANE_CLUSTER_NODE_RANK"  # this node's index, 0..NUM_NODES-1
+CLUSTER_MASTER_ADDR = "TUNEPLANE_CLUSTER_MASTER_ADDR"  # DNS name of node 0 (torchrun rendezvous)
+CLUSTER_MASTER_PORT = "TUNEPLANE_CLUSTER_MASTER_PORT"
+
+# How the runner launches the entrypoint and what it adds for the child (runner only).
+RUNNER_LAUNCHER = "TUNEPLANE_RUNNER_LAUNCHER"  # bash (custom) | torchrun (catalogue frameworks)
+RUNNER_ARGS = "TUNEPLANE_RUNNER_ARGS"  # JSON list: checked hyperparameters and bindings as flags
+RUNNER_OBSERVABILITY = "TUNEPLANE_RUNNER_OBSERVABILITY"  # platform: put the SDK capsule on PYTHONPATH
+RUNNER_CAPSULE = "TUNEPLANE_RUNNER_CAPSULE"  # a directory holding only the tuneplane package

@@ -18,6 +18,7 @@ ROUTE_LIFECYCLE = "lifecycle"  # POST {"event": "started"|"exited", ...}
 ROUTE_LOGS = "logs"  # POST {"lines": [{"seq", "stream", "text", "ts"}]}
 ROUTE_SCALARS = "scalars"  # POST {"points": [{"key", "step", "value", "ts"}]}
 ROUTE_INIT = "init"  # POST {"hparams": {...}}
+ROUTE_GPU_USAGE = "gpu-usage"  # POST {"node_rank", "gpus_in_use", "gpus_visible"}: the GPU watchdog's input
 
 LIFECYCLE_STARTED = "started"
 LIFECYCLE_EXITED = "exited"
@@ -55,6 +56,6 @@ ROUTE_HEARTBEAT = "heartbeat"  # POST {"sdk": {counters}, "ts": ...}
 
 EVENT_KINDS = ("event", "distribution", "health")
 HEARTBEAT_COUNTERS = (
-    "queued", "sent", "lost", "rejected", "failed_requests",
-    "events_queued", "events_sent", "events_lost", "events_rejected",
+    "queued", "sent", "lost", "rejected", "rejected_points", "dropped", "failed_requests",
+    "events_queued", "events_sent", "events_lost", "events_rejected", "events_dropped",
 )

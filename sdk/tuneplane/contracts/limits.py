@@ -33,3 +33,7 @@ RECENT_EVENTS = 100  # the events panel shows the latest 100
 # HEARTBEAT_STALE_FACTOR intervals is "unknown", never "stopped".
 HEARTBEAT_INTERVAL_SECONDS = 30.0
 HEARTBEAT_STALE_FACTOR = 3
+
+# The run's capability snapshot (init(capabilities=...)).
+CAPABILITIES_MAX = 64
+CAPABILITY_NAME_MAX_CHARS = 64
