@@ -190,3 +190,10 @@ def test_bob_cannot_read_alices_observations(run, bob_api):
     job, _, _ = run
     for path in ("events", "observations", "series.csv"):
         assert bob_api.get(f"/api/v1/jobs/{job.public_id}/{path}").status_code == 404
+
+
+def test_an_unknown_metric_gets_no_unit_even_with_a_suffix():
+    from tuneplane.contracts.metrics import classify
+
+    assert classify("custom/score_rate") == {"group": "other", "unit": None}
+    assert classify("eval/accuracy") == {"group": "observation", "unit": "ratio"}

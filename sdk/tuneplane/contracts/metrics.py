@@ -25,6 +25,8 @@ def classify(key: str) -> dict[str, str | None]:
     else:
         group = "other"
     unit: str | None = None
+    if group == "other":
+        return {"group": group, "unit": None}  # unknown metrics stay numeric and neutral
     if lowered.endswith(PERCENT_SUFFIXES):
         unit = "percent"
     elif lowered.endswith(RATIO_SUFFIXES):
