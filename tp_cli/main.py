@@ -31,6 +31,7 @@ from tp_cli.config import (
 from tp_cli.errors import TpError
 from tp_cli.logs import follow_logs, page_logs
 from tp_cli.packaging import UNCOMMITTED_WARNING, Package, build_package
+from tp_cli.parameters import check_hyperparams
 from tp_cli.scaffold import (
     EXPERIMENT_NAME_RULE,
     RECIPE_NAME_RE,
@@ -298,6 +299,7 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 def _validate(name: str, operation: str, opts: JobOptions) -> None:
     pkg = _package(name, operation)
+    check_hyperparams(_client(), pkg.lock, opts.hyperparams)
     request = _request(pkg, operation, opts)
     answer = _client().post_package(
         "api/v1/jobs/validate", json.dumps(request), pkg.data, pkg.filename
@@ -338,6 +340,7 @@ def submit(name: str, **kwargs: Any) -> None:
     """Package the committed experiments/NAME and submit it as a training job."""
     opts = _options(**kwargs)
     pkg = _package(name, "train")
+    check_hyperparams(_client(), pkg.lock, opts.hyperparams)
     request = _request(pkg, "train", opts)
     job = _client().post_package("api/v1/jobs", json.dumps(request), pkg.data, pkg.filename)
     job_id = job.get("id")

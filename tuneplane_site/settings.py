@@ -207,6 +207,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "jobs.sweep-local-attempts": {"task": "jobs.sweep_local_attempts", "schedule": 30.0},
+    "jobs.sync-kubernetes-attempts": {"task": "jobs.sync_kubernetes_attempts", "schedule": 15.0},
+    "jobs.gpu-watchdog": {"task": "jobs.gpu_watchdog", "schedule": 30.0},
 }
 
 REST_FRAMEWORK = {
@@ -248,6 +250,12 @@ TUNEPLANE_LOCAL_ROOT = Path(env_str("TUNEPLANE_LOCAL_ROOT", str(DATA_DIR / "loca
 TUNEPLANE_SSE_KEEPALIVE_SECONDS = env_int("TUNEPLANE_SSE_KEEPALIVE_SECONDS", 15, minimum=1)
 TUNEPLANE_SSE_POLL_SECONDS = float(env_str("TUNEPLANE_SSE_POLL_SECONDS", "0.5"))
 TUNEPLANE_RUNNER_LOST_SECONDS = env_int("TUNEPLANE_RUNNER_LOST_SECONDS", 120, minimum=5)
+# Kubernetes executor: the image whose /opt/tuneplane/capsule holds the SDK and runner
+# (deploy/runtime/Dockerfile); a fleet's runtime_image setting overrides it.
+TUNEPLANE_RUNTIME_IMAGE = env_str("TUNEPLANE_RUNTIME_IMAGE", "ghcr.io/tuneplane/runtime:0.1.0")
+# GPU watchdog: a job seen on more GPUs than allocated is warned, and stopped if it is
+# still over after this many seconds.
+TUNEPLANE_GPU_WATCHDOG_GRACE_SECONDS = env_int("TUNEPLANE_GPU_WATCHDOG_GRACE_SECONDS", 300, minimum=0)
 
 LOGGING = {
     "version": 1,
@@ -261,3 +269,15 @@ LOGGING = {
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("TUNEPLANE_SECURE_COOKIES", False)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# Production behind a TLS-terminating proxy (deploy/nginx/tuneplane.conf); what
+# `manage.py check --deploy` asks for, each off in the embedded default.
+if env_bool("TUNEPLANE_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("TUNEPLANE_SSL_REDIRECT", False)
+# Job pods reach ingest inside the cluster over plain HTTP (TUNEPLANE_INGEST_URL); a
+# redirect to the public https URL would break every runner.
+SECURE_REDIRECT_EXEMPT = [r"^api/ingest/"]
+SECURE_HSTS_SECONDS = env_int("TUNEPLANE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TUNEPLANE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("TUNEPLANE_HSTS_PRELOAD", False)

@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from django.apps import AppConfig
 
 
@@ -9,7 +11,11 @@ class GovernanceConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from .services import load_default_profiles
+        from .services import load_default_profiles, seed_registries_from_settings
+
+        def seed(sender, **kwargs) -> None:
+            load_default_profiles()
+            seed_registries_from_settings()
 
         # Seeding reference data is what post_migrate is for; no business rules here.
-        post_migrate.connect(lambda sender, **kw: load_default_profiles(), sender=self, weak=False)
+        post_migrate.connect(seed, sender=self, weak=False)

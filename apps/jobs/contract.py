@@ -3,6 +3,8 @@ every executor so that local processes and Kubernetes pods see the same variable
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 
 from tuneplane.contracts import env as E
@@ -41,4 +43,11 @@ def job_environment(attempt: ExecutionAttempt, token: str, *, out_dir: str, work
     }
     if framework.get("observability_url"):
         env[E.EXTERNAL_OBSERVABILITY_URL] = framework["observability_url"]
+    # How the runner launches the entrypoint, and whether it puts the SDK capsule on the
+    # child's PYTHONPATH (platform observability). Jobs admitted before these existed
+    # have no "launch" section: bash train.sh, as custom always was.
+    launch = spec.get("launch") or {}
+    env[E.RUNNER_LAUNCHER] = launch.get("launcher") or "bash"
+    env[E.RUNNER_ARGS] = json.dumps(launch.get("args") or [])
+    env[E.RUNNER_OBSERVABILITY] = framework.get("observability") or "external"
     return env

@@ -76,3 +76,7 @@ class ExecutionAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job.public_id}#{self.number}"
+
+
+# The Kubernetes executor's rows (pod events for the Events tab, the GPU watchdog's input).
+from .k8s.models import ClusterEvent, GpuUsageObservation  # noqa: E402, F401

@@ -49,8 +49,10 @@ def access_job_by_public_id(user: AbstractBaseUser, public_id: str) -> Job:
 # Submission ---------------------------------------------------------------------------
 
 
-def check_submission(request_text: str | bytes | None, package_bytes: bytes | None) -> CompiledJob:
-    return compile_job(parse_request(request_text), package_bytes)
+def check_submission(
+    request_text: str | bytes | None, package_bytes: bytes | None, user: AbstractBaseUser | None = None
+) -> CompiledJob:
+    return compile_job(parse_request(request_text), package_bytes, user)
 
 
 def _store_package(data: bytes, sha256: str) -> JobPackage:
@@ -78,12 +80,17 @@ def _new_public_id(experiment: str) -> str:
 def submit_job(user: AbstractBaseUser, request_text: str | bytes | None, package_bytes: bytes | None) -> tuple[Job, list[str]]:
     """Run every gate (never trusting an earlier validate), store the package, create the
     job and hand it to the dispatcher once the row is committed."""
-    compiled = check_submission(request_text, package_bytes)
+    compiled = check_submission(request_text, package_bytes, user)
     assert package_bytes is not None
     # The object-storage upload happens before the transaction: it is slow, and a
     # package without a job is harmless (content-addressed, reused by the next submit).
     package = _store_package(package_bytes, compiled.package.sha256)
     with transaction.atomic():
+        # Quota again, with the namespace's quota rows locked: two submissions racing for
+        # the last GPUs cannot both pass the check compile_job made without a lock.
+        from .admission import check_quota
+
+        check_quota(user, compiled.profile, lock=True)
         job = Job.objects.create(
             public_id=_new_public_id(compiled.spec["experiment"]),
             owner=user,

@@ -11,14 +11,15 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from django.conf import settings
+from tuneplane.contracts import errors, limits
+from tuneplane.contracts.package import PackageError, PackageInfo, experiment_dir, inspect_package
 
 from apps.accounts.errors import DomainError, TooLarge
+from apps.governance import services as governance
 from apps.governance.models import GpuProfile
 from apps.recipes.models import Recipe
-from tuneplane.contracts import errors, limits
-from tuneplane.contracts.images import is_digest_pinned, parse_allowlist, registry_host
-from tuneplane.contracts.package import PackageError, PackageInfo, experiment_dir, inspect_package
+
+from . import admission
 
 EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 OPERATIONS = ("train", "eval", "export")
@@ -118,20 +119,11 @@ def _check_image(image: str) -> list[str]:
             "image is required: custom has no catalogue pin (runtime.default_version is user-managed)",
             field="image",
         )
-    allowed = parse_allowlist(settings.TUNEPLANE_ALLOWED_IMAGE_REGISTRIES)
-    if not allowed:
-        raise DomainError(errors.IMAGE_REGISTRIES_EMPTY, field="image")
-    host = registry_host(image)
-    if host not in allowed:
-        raise DomainError(
-            errors.IMAGE_REGISTRY_NOT_ALLOWED.format(host=host, allowed=", ".join(allowed)), field="image"
-        )
-    if not is_digest_pinned(image):
-        return [f"image {image} is a tag, not pinned by digest: pin @sha256:… in production"]
-    return []
+    # The allowlist is governed in the admin (seeded from TUNEPLANE_ALLOWED_IMAGE_REGISTRIES).
+    return governance.check_image(image)
 
 
-def compile_job(req: SubmissionRequest, package_bytes: bytes | None) -> CompiledJob:
+def compile_job(req: SubmissionRequest, package_bytes: bytes | None, user=None) -> CompiledJob:
     """Compile and admit a submission; raises DomainError with what to change."""
     recipe = Recipe.objects.filter(name=req.recipe).first()
     if recipe is None:
@@ -153,6 +145,7 @@ def compile_job(req: SubmissionRequest, package_bytes: bytes | None) -> Compiled
         parsed = urlparse(req.observability_url)
         if parsed.scheme not in {"http", "https"} or not parsed.netloc:
             raise DomainError("observability_url must be an http(s) URL", field="observability_url")
+    hyperparams = admission.check_hyperparams(recipe, req.hyperparams)
 
     if package_bytes is None:
         raise DomainError("package is required: the experiment's committed files", field="package")
@@ -171,16 +164,12 @@ def compile_job(req: SubmissionRequest, package_bytes: bytes | None) -> Compiled
             f"recipe.lock.json pins {recipe.name} {req.recipe_lock.get('version')} ({lock_digest}); "
             f"the catalogue publishes {recipe.version} ({recipe.digest})"
         )
-    if recipe.framework == "custom" and (req.model or req.train_data):
-        warnings.append("--model and --train-data are ignored by custom/custom")
+    bindings, binding_warnings = admission.check_bindings(recipe, req.model, req.train_data)
+    warnings += binding_warnings
 
-    warnings += _check_image(req.image)
-    if not req.profile:
-        raise DomainError("profile is required (for example --profile cpu or --profile h200:8)", field="profile")
-    profile = GpuProfile.objects.filter(name=req.profile, enabled=True).first()
-    if profile is None:
-        names = ", ".join(GpuProfile.objects.filter(enabled=True).values_list("name", flat=True))
-        raise DomainError(f"profile {req.profile!r} does not exist; available: {names}", field="profile")
+    runtime = admission.resolve_runtime(recipe, req.image)
+    warnings += runtime.warnings
+    profile = admission.check_profile(req.profile)  # exists, fleet enabled, dispatchable, fits
 
     spec = {
         "apiVersion": SPEC_API_VERSION,
@@ -193,15 +182,12 @@ def compile_job(req: SubmissionRequest, package_bytes: bytes | None) -> Compiled
             "observability_url": req.observability_url or None,
             "entrypoint": f"{experiment_dir(req.experiment)}/{recipe.entrypoint}",
         },
-        "runtime": {"image": req.image, "pinned": is_digest_pinned(req.image)},
-        "resources": {
-            "profile": profile.name,
-            "gpu_type": profile.gpu_type,
-            "num_nodes": profile.num_nodes,
-            "gpus_per_node": profile.gpus_per_node,
-            "fleet": profile.fleet,
-        },
-        "hyperparams": req.hyperparams,
+        "runtime": runtime.as_spec(),
+        "resources": admission.resources_spec(profile),
+        "hyperparams": hyperparams,
+        "bindings": bindings,
+        "launch": admission.launch_spec(recipe, hyperparams, bindings),
         "package": {"sha256": info.sha256, "size": info.size},
     }
+    admission.run_spec_gates(req, spec, profile, user)  # quota, environment split/digest, sandbox
     return CompiledJob(recipe=recipe, profile=profile, package=info, spec=spec, warnings=warnings)

@@ -54,3 +54,8 @@ def sweep_local_attempts() -> int:
             services.fail_attempt(attempt.pk, "the runner stopped without reporting an exit code", lost=True)
             lost += 1
     return lost
+
+
+# The Kubernetes executor's periodic tasks (state sync, GPU watchdog) register here so
+# Celery's autodiscovery of apps.jobs.tasks finds them.
+from .k8s import tasks as _kubernetes_tasks  # noqa: E402, F401

@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from django.db import models
 
 
@@ -10,3 +12,8 @@ class Operation(models.TextChoices):
     TRAIN = "train"
     EVAL = "eval"
     EXPORT = "export"
+
+
+class Launcher(models.TextChoices):
+    BASH = "bash", "bash <entrypoint> (custom: the file runs exactly as written)"
+    TORCHRUN = "torchrun", "torchrun <entrypoint> (one process per GPU, c10d rendezvous across nodes)"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from .choices import Observability
+from .choices import Launcher, Observability
 
 
 class Recipe(models.Model):
@@ -15,6 +15,11 @@ class Recipe(models.Model):
     framework = models.CharField(max_length=64)
     observability = models.CharField(max_length=16, choices=Observability.choices)
     entrypoint = models.CharField(max_length=128)
+    # How the runner starts the entrypoint: `bash train.sh` (custom) or `torchrun train.py`
+    # with the checked hyperparameters as flags (catalogue frameworks).
+    launcher = models.CharField(max_length=16, choices=Launcher.choices, default=Launcher.BASH)
+    # --model / --train-data: which of them the recipe binds, and to which flag.
+    bindings = models.JSONField(default=dict, blank=True)
     parameters = models.JSONField(default=dict, blank=True)
     operations = models.JSONField(default=list)
     runtime = models.JSONField(default=dict)
@@ -37,6 +42,8 @@ class Recipe(models.Model):
             "framework": self.framework,
             "observability": self.observability,
             "entrypoint": self.entrypoint,
+            "launcher": self.launcher,
+            "bindings": self.bindings,
             "parameters": self.parameters,
             "operations": self.operations,
             "runtime": self.runtime,

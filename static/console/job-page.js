@@ -6,7 +6,7 @@
 (function () {
   "use strict";
 
-  const TABS = ["overview", "logs", "charts"];
+  const TABS = ["overview", "logs", "charts", "events"];
   const STATE_POLL_MS = 5000;
 
   const config = JSON.parse(document.getElementById("job-page-config").textContent);
@@ -130,6 +130,67 @@
     }
   }
 
+  // Events ----------------------------------------------------------------------------
+  // Pod events copied from the cluster by the state sync, and what TunePlane did (created,
+  // deleted, the GPU watchdog). Text only ever goes through textContent.
+
+  const eventsUrl = config.urls.clusterEvents || `${config.urls.job}/cluster-events`;
+  const eventsStatus = panels.events.querySelector("[data-role=events-status]");
+  const eventsTable = panels.events.querySelector("[data-role=events-table]");
+  const eventsBody = panels.events.querySelector("[data-role=events]");
+  const eventsEmpty = panels.events.querySelector("[data-role=events-empty]");
+  let eventsTimer = 0;
+
+  async function loadEvents() {
+    let data;
+    try {
+      const res = await fetch(eventsUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!res.ok) {
+        eventsStatus.textContent = `Could not load events (HTTP ${res.status})`;
+        return;
+      }
+      data = await res.json();
+    } catch (err) {
+      eventsStatus.textContent = "Could not load events (offline?)";
+      return;
+    }
+    const events = data.results || [];
+    const rows = events.map((e) => {
+      const tr = document.createElement("tr");
+      if (e.type === "Warning") tr.className = "warning";
+      const cells = [
+        [formatTimestamp(e.last_seen), ""],
+        [String(e.attempt), "num"],
+        [e.type, ""],
+        [e.reason, "mono"],
+        [e.involved_object || "—", "mono"],
+        [e.message || "", "wrap"],
+        [String(e.count), "num"],
+      ];
+      for (const [text, cls] of cells) {
+        const td = document.createElement("td");
+        if (cls) td.className = cls;
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      return tr;
+    });
+    eventsBody.replaceChildren(...rows);
+    eventsTable.hidden = events.length === 0;
+    eventsEmpty.hidden = events.length !== 0;
+    eventsStatus.textContent = `${events.length} event${events.length === 1 ? "" : "s"}`;
+  }
+
+  function showEvents(shown) {
+    if (eventsTimer) {
+      window.clearInterval(eventsTimer);
+      eventsTimer = 0;
+    }
+    if (!shown) return;
+    loadEvents();
+    if (!terminal.has(state)) eventsTimer = window.setInterval(loadEvents, STATE_POLL_MS);
+  }
+
   // Tabs ------------------------------------------------------------------------------
 
   function currentTab() {
@@ -152,6 +213,7 @@
     }
     if (name === "charts") charts.activate();
     else charts.deactivate();
+    showEvents(name === "events");
   }
 
   // Arrow keys move between tabs, as the ARIA tabs pattern expects.

@@ -34,7 +34,7 @@ def _submission(request: Request) -> tuple[str | None, bytes | None]:
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 def validate_job(request: Request) -> Response:
-    compiled = services.check_submission(*_submission(request))
+    compiled = services.check_submission(*_submission(request), request.user)
     return Response({"ok": True, "spec": compiled.spec, "warnings": compiled.warnings})
 
 

@@ -11,4 +11,8 @@ def get_executor(kind: str) -> Executor:
         from .local import LocalExecutor
 
         return LocalExecutor()
+    if kind == "kubernetes":
+        from .kubernetes import KubernetesExecutor
+
+        return KubernetesExecutor()
     raise ValueError(f"executor {kind!r} is not available in this deployment")

@@ -9,6 +9,8 @@ class RecipeSerializer(serializers.Serializer):
     framework = serializers.CharField()
     observability = serializers.ChoiceField(choices=["external", "platform"])
     entrypoint = serializers.CharField()
+    launcher = serializers.ChoiceField(choices=["bash", "torchrun"])
+    bindings = serializers.DictField()
     parameters = serializers.DictField()
     operations = serializers.ListField(child=serializers.CharField())
     runtime = serializers.DictField()

@@ -90,9 +90,7 @@ def coerce(name: str, spec: Mapping[str, Any], raw: Any) -> Any:
     if kind == "int":
         if isinstance(raw, int):
             value: float = raw
-        elif isinstance(raw, float) and raw.is_integer():
-            value = int(raw)
-        elif isinstance(raw, str) and re.fullmatch(r"\s*[-+]?\d+\s*", raw):
+        elif isinstance(raw, float) and raw.is_integer() or isinstance(raw, str) and re.fullmatch(r"\s*[-+]?\d+\s*", raw):
             value = int(raw)
         else:
             raise wrong

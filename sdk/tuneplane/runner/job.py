@@ -30,6 +30,9 @@ from .config import (
     load_binding,
     load_config,
 )
+from .follower import run_follower
+from .gpuwatch import start_gpu_sampler
+from .launch import apply_observability, launch_argv, node_rank
 from .logs import LogBuffer, LogShipper, OutputReader
 from .unpack import SetupError, Workspace, prepare
 
@@ -176,6 +179,10 @@ def run(environ: Mapping[str, str]) -> int:
     )
     signals = _Signals(config.kill_grace)
     signals.install()
+    if node_rank(environ) > 0:
+        # Nodes 1..N-1 of a multi-node job run the same launch but report nothing:
+        # the attempt has one log sequence and one lifecycle, node 0's (follower.py).
+        return run_follower(client, config, environ, signals)
 
     try:
         workspace = prepare(client, config)
@@ -201,7 +208,12 @@ def run(environ: Mapping[str, str]) -> int:
         )
     child_env = child_environment(environ, workspace, config.out_dir)
     try:
-        child = Child(["bash", str(workspace.entrypoint)], cwd=workspace.root, env=child_env)
+        apply_observability(child_env, environ)  # platform recipes: the SDK capsule on PYTHONPATH
+        argv = launch_argv(environ, workspace.entrypoint)  # bash train.sh, or torchrun train.py
+    except (ConfigError, OSError) as exc:
+        return report_setup_failure(client, config, str(exc), EXIT_SETUP_FAILED)
+    try:
+        child = Child(argv, cwd=workspace.root, env=child_env)
     except OSError as exc:
         return report_setup_failure(
             client, config, f"could not start bash: {exc}", EXIT_EXEC_FAILED
@@ -249,8 +261,11 @@ def run(environ: Mapping[str, str]) -> int:
         ),
     )
     shipper.start()
+    gpu_sampler = start_gpu_sampler(client, environ, 0)  # the GPU watchdog's input
 
     code = child.wait()
+    if gpu_sampler is not None:
+        gpu_sampler.stop()
     diag(f"train.sh exited with code {code}")
     # Background processes train.sh left behind may hold its pipes open. Give them a
     # moment to finish writing, then end the group: the job is over.
