@@ -18,6 +18,7 @@ from tuneplane.contracts.package import experiment_dir
 
 from tp_cli import templates
 from tp_cli.errors import TpError
+from tp_cli.train_py import render_train_py
 
 EXPERIMENT_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 EXPERIMENT_NAME_RULE = (
@@ -83,7 +84,7 @@ def render_train_sh(name: str, recipe: str, entrypoint: str) -> str:
     )
 
 
-def render_files(name: str, lock: dict[str, Any]) -> dict[str, str]:
+def render_files(name: str, lock: dict[str, Any], recipe_definition: dict[str, Any] | None = None) -> dict[str, str]:
     """File name -> content of the scaffold; the entrypoint comes first."""
     recipe = str(lock["name"])
     entrypoint = str(lock["entrypoint"])
@@ -97,7 +98,13 @@ def render_files(name: str, lock: dict[str, Any]) -> dict[str, str]:
         for var in contract_env.JOB_CONTRACT
     )
     return {
-        entrypoint: render_train_sh(name, recipe, entrypoint),
+        # A Python entrypoint (catalogue frameworks under torchrun) gets a train.py
+        # declaring the recipe's parameters; custom's train.sh stays the shell scaffold.
+        entrypoint: (
+            render_train_py(name, recipe, recipe_definition or lock, contract_errors.SCAFFOLD_NO_TRAINING_COMMAND)
+            if entrypoint.endswith(".py")
+            else render_train_sh(name, recipe, entrypoint)
+        ),
         "config.yaml": Template(templates.CONFIG_YAML).substitute(name=name, recipe=recipe),
         "recipe.lock.json": json.dumps(lock, indent=2, sort_keys=True) + "\n",
         "README.md": Template(templates.README_MD).substitute(
@@ -147,7 +154,7 @@ def scaffold_experiment(
     directory = ensure_can_create(root, name, force=force)
     directory.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for filename, content in render_files(name, lock).items():
+    for filename, content in render_files(name, lock, recipe).items():
         path = directory / filename
         if path.is_symlink():
             # --force rewrites our files; it must not write through a link to elsewhere.
