@@ -3,6 +3,7 @@ user who should see none of hers, Sam is staff."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 
@@ -72,7 +73,10 @@ def bob_api(bob):
 def build_package(files: dict[str, str | bytes], symlinks: dict[str, str] | None = None) -> bytes:
     """A gzip'd tar like `tp submit` makes; paths are package-relative."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    # mtime=0 in the gzip header, as `tp submit` does: the same files give the same bytes
+    # (and sha256) whatever second they are packed in; tests comparing two packages relied on
+    # both being built within one second.
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
         for name, content in files.items():
             data = content.encode() if isinstance(content, str) else content
             info = tarfile.TarInfo(name)
