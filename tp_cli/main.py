@@ -207,6 +207,7 @@ class JobOptions:
     hyperparams: dict[str, str]
     model: str | None
     train_data: str | None
+    environment: str | None = None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -240,6 +241,12 @@ def _job_options(required: bool) -> Callable[[F], F]:
             "--train-data",
             metavar="D",
             help="Training data binding (verl, TRL); custom ignores it.",
+        ),
+        click.option(
+            "--env",
+            "environment",
+            metavar="OWNER/NAME@VERSION",
+            help="An agent environment; the job sees the split its operation implies.",
         ),
     ]
 
@@ -283,6 +290,7 @@ def _request(pkg: Package, operation: str, opts: JobOptions) -> dict[str, Any]:
         "observability_url": opts.observability_url,
         "model": opts.model,
         "train_data": opts.train_data,
+        "environment": opts.environment,
     }
     request.update({key: value for key, value in optional.items() if value is not None})
     return request
@@ -322,6 +330,7 @@ def _options(**kwargs: Any) -> JobOptions:
         hyperparams=kwargs["hyperparams"],
         model=kwargs["model"],
         train_data=kwargs["train_data"],
+        environment=kwargs.get("environment"),
     )
 
 
@@ -491,3 +500,11 @@ def job_logs(job_id: str, follow: bool) -> None:
         err=True,
     )
     raise Exit(0 if succeeded else 1)
+
+
+# --- env, plugin (tp_cli/env.py) ------------------------------------------------------
+
+from tp_cli.env import env_group, plugin_group  # noqa: E402
+
+cli.add_command(env_group)
+cli.add_command(plugin_group)

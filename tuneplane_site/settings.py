@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "apps.recipes",
     "apps.jobs",
     "apps.telemetry",
+    "apps.environments",
     "apps.console",
 ]
 
@@ -209,6 +210,7 @@ CELERY_BEAT_SCHEDULE = {
     "jobs.sweep-local-attempts": {"task": "jobs.sweep_local_attempts", "schedule": 30.0},
     "jobs.sync-kubernetes-attempts": {"task": "jobs.sync_kubernetes_attempts", "schedule": 15.0},
     "jobs.gpu-watchdog": {"task": "jobs.gpu_watchdog", "schedule": 30.0},
+    "environments.probe-runners": {"task": "environments.probe_runners", "schedule": 30.0},
 }
 
 REST_FRAMEWORK = {
@@ -256,6 +258,8 @@ TUNEPLANE_RUNTIME_IMAGE = env_str("TUNEPLANE_RUNTIME_IMAGE", "ghcr.io/tuneplane/
 # GPU watchdog: a job seen on more GPUs than allocated is warned, and stopped if it is
 # still over after this many seconds.
 TUNEPLANE_GPU_WATCHDOG_GRACE_SECONDS = env_int("TUNEPLANE_GPU_WATCHDOG_GRACE_SECONDS", 300, minimum=0)
+# A remote environment's runner counts as answering for this long after a healthy probe.
+TUNEPLANE_ENV_RUNNER_STALE_SECONDS = env_int("TUNEPLANE_ENV_RUNNER_STALE_SECONDS", 90, minimum=5)
 
 LOGGING = {
     "version": 1,

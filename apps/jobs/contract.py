@@ -50,4 +50,8 @@ def job_environment(attempt: ExecutionAttempt, token: str, *, out_dir: str, work
     env[E.RUNNER_LAUNCHER] = launch.get("launcher") or "bash"
     env[E.RUNNER_ARGS] = json.dumps(launch.get("args") or [])
     env[E.RUNNER_OBSERVABILITY] = framework.get("observability") or "external"
+    # A referenced environment: its reference, split and address (apps.environments).
+    from apps.environments.runtime import job_environment_variables
+
+    env.update(job_environment_variables(spec))
     return env

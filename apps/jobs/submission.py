@@ -38,6 +38,7 @@ class SubmissionRequest:
     recipe_lock: dict[str, object] = field(default_factory=dict)
     model: str = ""
     train_data: str = ""
+    environment: str = ""  # owner/name@version (apps.environments)
 
 
 def _text(raw: dict, name: str, *, required: bool = False, max_len: int = 1024) -> str:
@@ -101,6 +102,7 @@ def parse_request(raw_text: str | bytes | None) -> SubmissionRequest:
         recipe_lock=lock,
         model=_text(raw, "model", max_len=512),
         train_data=_text(raw, "train_data", max_len=2048),
+        environment=_text(raw, "environment", max_len=300),
     )
 
 
@@ -189,5 +191,11 @@ def compile_job(req: SubmissionRequest, package_bytes: bytes | None, user=None) 
         "launch": admission.launch_spec(recipe, hyperparams, bindings),
         "package": {"sha256": info.sha256, "size": info.size},
     }
+    if req.environment:
+        # The environment block (version, implied split, address, harness digest) is
+        # compiled by its app; the gates below check it against governance.
+        from apps.environments.admission import admit_environment
+
+        spec["environment"] = admit_environment(user, req.environment, req.operation)
     admission.run_spec_gates(req, spec, profile, user)  # quota, environment split/digest, sandbox
     return CompiledJob(recipe=recipe, profile=profile, package=info, spec=spec, warnings=warnings)

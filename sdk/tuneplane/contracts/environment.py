@@ -100,8 +100,7 @@ NAME_RULE = (
     "at most 63 characters"
 )
 VERSION_RULE = (
-    "letters, digits, '.', '_', '+' and '-', starting with a letter or digit, "
-    "at most 64 characters"
+    "letters, digits, '.', '_', '+' and '-', starting with a letter or digit, at most 64 characters"
 )
 
 # --- errors ----------------------------------------------------------------------------
@@ -134,10 +133,11 @@ TASKS_REQUIRED = (
 class ContractError(ValueError):
     """A refusal the user can act on. `field` names the input at fault (dotted)."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
+    def __init__(self, message: str, field: str | None = None, *, too_large: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        self.too_large = too_large  # over a size limit (HTTP 413), not malformed
 
 
 # --- references ----------------------------------------------------------------------
@@ -166,12 +166,18 @@ def check_version(value: object, what: str = "version") -> str:
     return value
 
 
-def parse_reference(text: object, *, require_version: bool = False, what: str = "environment") -> Reference:
+def parse_reference(
+    text: object, *, require_version: bool = False, what: str = "environment"
+) -> Reference:
     """`owner/name@version`, `owner/name`, `name@version` or `name`."""
     if not isinstance(text, str) or not text.strip():
         raise ContractError(f"{what} must be written owner/name@version", field=what)
     raw = text.strip()
-    base, at, version = raw.partition("@")
+    # Usernames may contain "@" (Django allows it); names and versions may not, so the
+    # version is what follows the last "@", when no "/" follows it.
+    base, at, version = raw.rpartition("@")
+    if not at or "/" in version:
+        base, at, version = raw, "", ""
     owner, slash, name = base.rpartition("/")
     if slash and (not owner or "/" in owner or not OWNER_RE.match(owner)):
         raise ContractError(f"{what} {raw!r} must be written owner/name@version", field=what)
@@ -237,7 +243,9 @@ class Manifest:
             "protocol": self.protocol,
             "deployment": self.deployment,
             "verifier": {"kind": self.verifier_kind, "ref": self.verifier_ref},
-            "tools": [{"name": t.name, "endpoint": t.endpoint, "schema": t.schema} for t in self.tools],
+            "tools": [
+                {"name": t.name, "endpoint": t.endpoint, "schema": t.schema} for t in self.tools
+            ],
             "sandbox_required": self.sandbox_required,
             "category": self.category,
             "harness": None
@@ -275,7 +283,9 @@ _KNOWN_KEYS = {
 }
 
 
-def _str(data: Mapping[str, Any], key: str, where: str, *, required: bool = False, max_len: int = 2048) -> str:
+def _str(
+    data: Mapping[str, Any], key: str, where: str, *, required: bool = False, max_len: int = 2048
+) -> str:
     value = data.get(key)
     if value is None or value == "":
         if required:
@@ -287,7 +297,8 @@ def _str(data: Mapping[str, Any], key: str, where: str, *, required: bool = Fals
         )
     if len(value) > max_len:
         raise ContractError(
-            f"manifest.json: {where} is {len(value)} characters; the limit is {max_len}", field=where
+            f"manifest.json: {where} is {len(value)} characters; the limit is {max_len}",
+            field=where,
         )
     return value.strip()
 
@@ -323,7 +334,9 @@ def _compound(protocol: str) -> tuple[str, str] | None:
 
 def _url(value: str, where: str) -> str:
     if not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
-        raise ContractError(f"manifest.json: {where} must be an http(s) URL, not {value!r}", field=where)
+        raise ContractError(
+            f"manifest.json: {where} must be an http(s) URL, not {value!r}", field=where
+        )
     return value.rstrip("/")
 
 
@@ -332,12 +345,15 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
     if isinstance(raw, (bytes, str)):
         if len(raw) > MANIFEST_MAX_BYTES:
             raise ContractError(
-                f"manifest.json is {len(raw)} bytes; the limit is {MANIFEST_MAX_BYTES}", field="manifest"
+                f"manifest.json is {len(raw)} bytes; the limit is {MANIFEST_MAX_BYTES}",
+                field="manifest",
             )
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ContractError(f"manifest.json is not valid JSON: {exc}", field="manifest") from None
+            raise ContractError(
+                f"manifest.json is not valid JSON: {exc}", field="manifest"
+            ) from None
     else:
         data = dict(raw)
     if not isinstance(data, dict):
@@ -354,7 +370,9 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
     compound = _compound(protocol)
     if compound is not None:
         raise ContractError(
-            COMPOUND_PROTOCOL_REFUSED.format(value=protocol, protocol=compound[0], deployment=compound[1]),
+            COMPOUND_PROTOCOL_REFUSED.format(
+                value=protocol, protocol=compound[0], deployment=compound[1]
+            ),
             field="protocol",
         )
     if protocol not in PROTOCOLS:
@@ -364,7 +382,8 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
         )
     if not deployment:
         raise ContractError(
-            f"manifest.json: deployment is required: one of {', '.join(DEPLOYMENTS)}", field="deployment"
+            f"manifest.json: deployment is required: one of {', '.join(DEPLOYMENTS)}",
+            field="deployment",
         )
     if deployment not in DEPLOYMENTS:
         raise ContractError(
@@ -382,7 +401,8 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
         )
     if not isinstance(verifier, dict):
         raise ContractError(
-            f"manifest.json: verifier must be an object, not {_json_kind(verifier)}", field="verifier"
+            f"manifest.json: verifier must be an object, not {_json_kind(verifier)}",
+            field="verifier",
         )
     kind = _str(verifier, "kind", "verifier.kind", required=True, max_len=32)
     if kind not in VERIFIER_KINDS:
@@ -402,7 +422,7 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
         sandbox = {}
     if not isinstance(sandbox, dict):
         raise ContractError(
-            f"manifest.json: sandbox must be an object like {{\"required\": false}}, not {_json_kind(sandbox)}",
+            f'manifest.json: sandbox must be an object like {{"required": false}}, not {_json_kind(sandbox)}',
             field="sandbox",
         )
     required = sandbox.get("required", False)
@@ -435,10 +455,16 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
                 field="image",
             )
         if protocol != PROTOCOL_OPENENV:
-            raise ContractError("manifest.json: deployment: container is for openenv images", field="deployment")
+            raise ContractError(
+                "manifest.json: deployment: container is for openenv images", field="deployment"
+            )
         if image_port_raw is None:
             image_port = DEFAULT_IMAGE_PORT
-        elif isinstance(image_port_raw, bool) or not isinstance(image_port_raw, int) or not 1 <= image_port_raw <= 65535:
+        elif (
+            isinstance(image_port_raw, bool)
+            or not isinstance(image_port_raw, int)
+            or not 1 <= image_port_raw <= 65535
+        ):
             raise ContractError(
                 f"manifest.json: image_port must be a port number 1-65535, not {image_port_raw!r}",
                 field="image_port",
@@ -452,7 +478,8 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
             )
         if image_port_raw is not None:
             raise ContractError(
-                "manifest.json: image_port is only valid with deployment: container", field="image_port"
+                "manifest.json: image_port is only valid with deployment: container",
+                field="image_port",
             )
         image_port = DEFAULT_IMAGE_PORT
 
@@ -498,7 +525,9 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise ContractError(f"manifest.json: tools must be an array, not {_json_kind(raw)}", field="tools")
+        raise ContractError(
+            f"manifest.json: tools must be an array, not {_json_kind(raw)}", field="tools"
+        )
     if len(raw) > TOOLS_MAX:
         raise ContractError(
             f"manifest.json: tools has {len(raw)} entries; the limit is {TOOLS_MAX}", field="tools"
@@ -508,7 +537,9 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
     for index, item in enumerate(raw):
         where = f"tools[{index}]"
         if not isinstance(item, dict):
-            raise ContractError(f"manifest.json: {where} must be an object, not {_json_kind(item)}", field=where)
+            raise ContractError(
+                f"manifest.json: {where} must be an object, not {_json_kind(item)}", field=where
+            )
         name = _str(item, "name", f"{where}.name", required=True, max_len=64)
         if not TOOL_NAME_RE.match(name):
             raise ContractError(
@@ -516,7 +547,9 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
                 field=f"{where}.name",
             )
         if name in seen:
-            raise ContractError(f"manifest.json: {where}.name {name!r} is declared twice", field=f"{where}.name")
+            raise ContractError(
+                f"manifest.json: {where}.name {name!r} is declared twice", field=f"{where}.name"
+            )
         seen.add(name)
         endpoint = _str(item, "endpoint", f"{where}.endpoint", required=True, max_len=2048)
         if not (endpoint.startswith("/") or re.match(r"^https?://", endpoint)):
@@ -540,7 +573,8 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
         except SchemaShapeError as exc:
             location = f"{where}.schema.{exc.path}" if exc.path else f"{where}.schema"
             raise ContractError(
-                f"manifest.json: {location} is not a valid JSON Schema: {exc.reason}", field=f"{where}.schema"
+                f"manifest.json: {location} is not a valid JSON Schema: {exc.reason}",
+                field=f"{where}.schema",
             ) from None
         tools.append(Tool(name=name, endpoint=endpoint, schema=schema))
     return tuple(tools)
@@ -550,7 +584,9 @@ def _parse_harness(raw: object) -> Harness | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise ContractError(f"manifest.json: harness must be an object, not {_json_kind(raw)}", field="harness")
+        raise ContractError(
+            f"manifest.json: harness must be an object, not {_json_kind(raw)}", field="harness"
+        )
     plugin = _str(raw, "plugin", "harness.plugin", required=True, max_len=256)
     try:
         ref = parse_reference(plugin, what="harness.plugin")
@@ -558,11 +594,14 @@ def _parse_harness(raw: object) -> Harness | None:
         raise ContractError(f"manifest.json: {exc.message}", field="harness.plugin") from None
     if ref.owner is None or ref.version is not None:
         raise ContractError(
-            f"manifest.json: harness.plugin must be <owner>/<name>, not {plugin!r}", field="harness.plugin"
+            f"manifest.json: harness.plugin must be <owner>/<name>, not {plugin!r}",
+            field="harness.plugin",
         )
     version = _str(raw, "version", "harness.version", required=True, max_len=64)
     if not VERSION_RE.match(version):
-        raise ContractError(f"manifest.json: harness.version must be {VERSION_RULE}", field="harness.version")
+        raise ContractError(
+            f"manifest.json: harness.version must be {VERSION_RULE}", field="harness.version"
+        )
     entrypoint = _str(raw, "entrypoint", "harness.entrypoint", required=True, max_len=256)
     if not ENTRYPOINT_RE.match(entrypoint):
         raise ContractError(
@@ -615,7 +654,9 @@ def iter_tasks(data: bytes) -> Iterator[Task]:
         if not raw_line.strip():
             continue
         if len(raw_line) > TASK_LINE_MAX_BYTES:
-            raise _task_error(number, f"is {len(raw_line)} bytes; the limit is {TASK_LINE_MAX_BYTES}")
+            raise _task_error(
+                number, f"is {len(raw_line)} bytes; the limit is {TASK_LINE_MAX_BYTES}"
+            )
         try:
             row = json.loads(raw_line)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -625,16 +666,22 @@ def iter_tasks(data: bytes) -> Iterator[Task]:
         prompt = row.get("prompt")
         if prompt is None:
             raise _task_error(number, "is required", "prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise _task_error(number, f"must be a non-empty string, not {_json_kind(prompt)}", "prompt")
+        if not isinstance(prompt, str):
+            raise _task_error(number, f"must be a string, not {_json_kind(prompt)}", "prompt")
+        if not prompt.strip():
+            raise _task_error(number, "must not be empty", "prompt")
         if "reference" not in row:
             raise _task_error(number, "is required", "reference")
         reference = row["reference"]
         if isinstance(reference, bool) or not isinstance(reference, (str, int, float)):
-            raise _task_error(number, f"must be a string or a number, not {_json_kind(reference)}", "reference")
+            raise _task_error(
+                number, f"must be a string or a number, not {_json_kind(reference)}", "reference"
+            )
         split = row.get("split", SPLIT_TRAIN)
         if split not in SPLITS:
-            raise _task_error(number, f"must be 'train' or 'eval', not {json.dumps(split)}", "split")
+            raise _task_error(
+                number, f"must be 'train' or 'eval', not {json.dumps(split)}", "split"
+            )
         yield Task(line=number, prompt=prompt, reference=str(reference), split=split, data=row)
 
 
@@ -719,11 +766,16 @@ def parse_plugin(text: bytes | str) -> Plugin:
     dependencies). A hand-written YAML subset would read some files differently from
     every other YAML tool, so it is imported here, lazily, instead."""
     if len(text) > PLUGIN_FILE_MAX_BYTES:
-        raise ContractError(f"plugin.yaml is {len(text)} bytes; the limit is {PLUGIN_FILE_MAX_BYTES}", field="plugin")
+        raise ContractError(
+            f"plugin.yaml is {len(text)} bytes; the limit is {PLUGIN_FILE_MAX_BYTES}",
+            field="plugin",
+        )
     try:
         import yaml
     except ImportError:  # pragma: no cover - only in a bare SDK install
-        raise ContractError("reading plugin.yaml needs PyYAML (pip install pyyaml)", field="plugin") from None
+        raise ContractError(
+            "reading plugin.yaml needs PyYAML (pip install pyyaml)", field="plugin"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -733,10 +785,15 @@ def parse_plugin(text: bytes | str) -> Plugin:
 
 def check_plugin(data: object) -> Plugin:
     if not isinstance(data, dict):
-        raise ContractError("plugin.yaml must be a mapping of schema, name, version, capability, entrypoint", field="plugin")
+        raise ContractError(
+            "plugin.yaml must be a mapping of schema, name, version, capability, entrypoint",
+            field="plugin",
+        )
     schema = data.get("schema")
     if schema != PLUGIN_SCHEMA_V1:
-        raise ContractError(f"plugin.yaml: schema must be {PLUGIN_SCHEMA_V1}, not {schema!r}", field="schema")
+        raise ContractError(
+            f"plugin.yaml: schema must be {PLUGIN_SCHEMA_V1}, not {schema!r}", field="schema"
+        )
     name = data.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ContractError(f"plugin.yaml: name must be {NAME_RULE}, not {name!r}", field="name")
@@ -744,7 +801,9 @@ def check_plugin(data: object) -> Plugin:
     if isinstance(version, (int, float)) and not isinstance(version, bool):
         version = str(version)  # `version: 1.0` is a float to YAML
     if not isinstance(version, str) or not VERSION_RE.match(version):
-        raise ContractError(f"plugin.yaml: version must be {VERSION_RULE}, not {version!r}", field="version")
+        raise ContractError(
+            f"plugin.yaml: version must be {VERSION_RULE}, not {version!r}", field="version"
+        )
     capability = data.get("capability")
     if capability != PLUGIN_CAPABILITY_ENVIRONMENT:
         raise ContractError(
@@ -754,6 +813,7 @@ def check_plugin(data: object) -> Plugin:
     entrypoint = data.get("entrypoint")
     if not isinstance(entrypoint, str) or not ENTRYPOINT_RE.match(entrypoint):
         raise ContractError(
-            f"plugin.yaml: entrypoint must be module:ClassName, not {entrypoint!r}", field="entrypoint"
+            f"plugin.yaml: entrypoint must be module:ClassName, not {entrypoint!r}",
+            field="entrypoint",
         )
     return Plugin(name=name, version=version, capability=capability, entrypoint=entrypoint)

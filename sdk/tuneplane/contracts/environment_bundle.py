@@ -18,7 +18,8 @@ import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .environment import BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, PATH_MAX_CHARS, ContractError
+from . import environment as _limits
+from .environment import PATH_MAX_CHARS, ContractError
 
 
 def _check_relative(path: str, where: str) -> str:
@@ -29,7 +30,10 @@ def _check_relative(path: str, where: str) -> str:
     if norm in (".", "..") or norm.startswith("../"):
         raise ContractError(f"{where}: path {path!r} escapes the directory", field="bundle")
     if len(norm) > PATH_MAX_CHARS:
-        raise ContractError(f"{where}: path {norm[:60]!r}... is longer than {PATH_MAX_CHARS} characters", field="bundle")
+        raise ContractError(
+            f"{where}: path {norm[:60]!r}... is longer than {PATH_MAX_CHARS} characters",
+            field="bundle",
+        )
     if any(ord(ch) < 32 for ch in norm):
         raise ContractError(f"{where}: path {norm!r} contains control characters", field="bundle")
     return norm
@@ -40,7 +44,7 @@ def collect_directory(root: Path) -> dict[str, bytes]:
 
     Refused: a symlink anywhere (even one pointing inside: what it points at could change
     between the check and the read, and a bundle is a snapshot), device files and FIFOs,
-    more than BUNDLE_MAX_FILES files or BUNDLE_MAX_BYTES bytes. `.git` is skipped.
+    more than _limits.BUNDLE_MAX_FILES files or _limits.BUNDLE_MAX_BYTES bytes. `.git` is skipped.
     """
     base = Path(root)
     if not base.is_dir():
@@ -57,24 +61,36 @@ def collect_directory(root: Path) -> dict[str, bytes]:
                 dirnames.remove(name)
                 continue
             if full.is_symlink():
-                raise ContractError(f"{rel} is a symlink; symlinks are refused in a bundle", field="bundle")
+                raise ContractError(
+                    f"{rel} is a symlink; symlinks are refused in a bundle", field="bundle"
+                )
         for name in sorted(filenames):
             full = Path(current) / name
             rel = _check_relative(full.relative_to(real_root).as_posix(), str(root))
             mode = full.lstat().st_mode
             if stat.S_ISLNK(mode):
-                raise ContractError(f"{rel} is a symlink; symlinks are refused in a bundle", field="bundle")
+                raise ContractError(
+                    f"{rel} is a symlink; symlinks are refused in a bundle", field="bundle"
+                )
             if not stat.S_ISREG(mode):
                 raise ContractError(f"{rel} is not a regular file", field="bundle")
             # realpath, not just lstat: a directory swapped for a link mid-walk still fails.
             if real_root not in full.resolve().parents:
                 raise ContractError(f"{rel} escapes the directory", field="bundle")
-            if len(files) >= BUNDLE_MAX_FILES:
-                raise ContractError(f"the directory has more than {BUNDLE_MAX_FILES} files", field="bundle")
+            if len(files) >= _limits.BUNDLE_MAX_FILES:
+                raise ContractError(
+                    f"the directory has more than {_limits.BUNDLE_MAX_FILES} files",
+                    field="bundle",
+                    too_large=True,
+                )
             data = full.read_bytes()
             total += len(data)
-            if total > BUNDLE_MAX_BYTES:
-                raise ContractError(f"the directory holds more than {BUNDLE_MAX_BYTES} bytes", field="bundle")
+            if total > _limits.BUNDLE_MAX_BYTES:
+                raise ContractError(
+                    f"the directory holds more than {_limits.BUNDLE_MAX_BYTES} bytes",
+                    field="bundle",
+                    too_large=True,
+                )
             files[rel] = data
     return files
 
@@ -95,20 +111,38 @@ def build_archive(files: Mapping[str, bytes]) -> bytes:
 
 def read_archive(data: bytes, what: str = "bundle") -> dict[str, bytes]:
     """The files of an uploaded archive; raises ContractError for anything unsafe."""
-    if len(data) > BUNDLE_MAX_BYTES:
-        raise ContractError(f"{what} is {len(data)} bytes; the limit is {BUNDLE_MAX_BYTES}", field=what)
+    if len(data) > _limits.BUNDLE_MAX_BYTES:
+        raise ContractError(
+            f"{what} is {len(data)} bytes; the limit is {_limits.BUNDLE_MAX_BYTES}",
+            field=what,
+            too_large=True,
+        )
     try:
-        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
-        members = tar.getmembers()
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        raise ContractError(f"{what} is not a readable tar archive: {exc}", field=what) from None
-    if len(members) > BUNDLE_MAX_FILES:
-        raise ContractError(f"{what} has {len(members)} entries; the limit is {BUNDLE_MAX_FILES}", field=what)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+            return _read_members(tar, what)
+    except ContractError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, ValueError):
+        raise ContractError(
+            f"{what} is not a readable archive: send a gzip'd tar of the directory", field=what
+        ) from None
+
+
+def _read_members(tar: tarfile.TarFile, what: str) -> dict[str, bytes]:
+    members = tar.getmembers()
+    if len(members) > _limits.BUNDLE_MAX_FILES:
+        raise ContractError(
+            f"{what} has {len(members)} entries; the limit is {_limits.BUNDLE_MAX_FILES}",
+            field=what,
+            too_large=True,
+        )
     files: dict[str, bytes] = {}
     total = 0
     for member in members:
         if member.issym() or member.islnk():
-            raise ContractError(f"{what}: {member.name} is a link; links are refused in a bundle", field=what)
+            raise ContractError(
+                f"{what}: {member.name} is a link; links are refused in a bundle", field=what
+            )
         if member.isdir():
             if member.name not in (".", "./"):
                 _check_relative(member.name.rstrip("/"), what)
@@ -119,8 +153,12 @@ def read_archive(data: bytes, what: str = "bundle") -> dict[str, bytes]:
         if path in files:
             raise ContractError(f"{what}: {path} appears twice", field=what)
         total += member.size
-        if total > BUNDLE_MAX_BYTES:
-            raise ContractError(f"{what} unpacks to more than {BUNDLE_MAX_BYTES} bytes", field=what)
+        if total > _limits.BUNDLE_MAX_BYTES:
+            raise ContractError(
+                f"{what} unpacks to more than {_limits.BUNDLE_MAX_BYTES} bytes",
+                field=what,
+                too_large=True,
+            )
         extracted = tar.extractfile(member)
         files[path] = extracted.read() if extracted is not None else b""
     return files

@@ -30,6 +30,7 @@ from .config import (
     load_binding,
     load_config,
 )
+from .environment import EnvironmentSetupError, prepare_environment
 from .follower import run_follower
 from .gpuwatch import start_gpu_sampler
 from .launch import apply_observability, launch_argv, node_rank
@@ -197,6 +198,15 @@ def run(environ: Mapping[str, str]) -> int:
             EXIT_SETUP_FAILED,
         )
 
+    # The referenced environment, if any: fetched (its split only) and started or
+    # materialised before train.sh runs (runner/environment.py).
+    try:
+        prepared_env = prepare_environment(
+            client, environ, config.work_root, retry_seconds=config.retry_seconds, backoff_max=config.backoff_max
+        )
+    except EnvironmentSetupError as exc:
+        return report_setup_failure(client, config, str(exc), EXIT_SETUP_FAILED)
+
     if signals.received is not None:
         # Stopped while the package was being fetched: do not start what we would kill.
         name = signal.Signals(signals.received).name
@@ -212,6 +222,10 @@ def run(environ: Mapping[str, str]) -> int:
         argv = launch_argv(environ, workspace.entrypoint)  # bash train.sh, or torchrun train.py
     except (ConfigError, OSError) as exc:
         return report_setup_failure(client, config, str(exc), EXIT_SETUP_FAILED)
+    if prepared_env is not None:
+        prepared_env.apply(child_env)
+        for note in prepared_env.notes:
+            diag(note)
     try:
         child = Child(argv, cwd=workspace.root, env=child_env)
     except OSError as exc:
@@ -267,6 +281,8 @@ def run(environ: Mapping[str, str]) -> int:
     if gpu_sampler is not None:
         gpu_sampler.stop()
     diag(f"train.sh exited with code {code}")
+    if prepared_env is not None:
+        prepared_env.stop()
     # Background processes train.sh left behind may hold its pipes open. Give them a
     # moment to finish writing, then end the group: the job is over.
     reader.join(config.drain_seconds)
