@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -67,6 +68,8 @@ class GpuProfileAdmin(GovernedAdmin):
 
 @admin.register(SandboxProvider)
 class SandboxProviderAdmin(GovernedAdmin):
+    # A provider's API is https; Django 6 assumes that too, and says so until then.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ("name", "kind", "endpoint", "enabled", "history_link")
     list_filter = ("kind", "enabled")
     search_fields = ("name", "endpoint")
