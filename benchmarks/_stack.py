@@ -34,7 +34,7 @@ def base_env(data_dir: Path) -> dict[str, str]:
         "DATABASE_URL": DATABASE_URL,
         "TUNEPLANE_DATA_DIR": str(data_dir),
         "TUNEPLANE_BROKER_URL": "memory://",
-        "TUNEPLANE_DB_CONN_MAX_AGE": "600",
+        "TUNEPLANE_DB_POOL_SIZE": "4",
         "TUNEPLANE_ALLOWED_IMAGE_REGISTRIES": "registry.example.com",
         "TUNEPLANE_LOG_LEVEL": "WARNING",
         # This checkout's code, whatever the venv's editable installs point at.
@@ -97,7 +97,8 @@ class Daphne:
             self.procs.append(subprocess.Popen(
                 [str(VENV_BIN / "daphne"), "--fd", str(self.sock.fileno()), "tuneplane_site.asgi:application"],
                 cwd=ROOT, env=self.env, pass_fds=(self.sock.fileno(),),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                stdout=subprocess.DEVNULL, stderr=open(data_dir / f"daphne-{len(self.procs)}.log", "ab"),
+                start_new_session=True,
             ))
         deadline = time.monotonic() + 60
         while True:

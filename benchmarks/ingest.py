@@ -100,7 +100,7 @@ def bench_tuneplane(seconds: float, clients: int, servers: int, data_dir: Path) 
     return n / elapsed
 
 
-MLFLOW_VENV = Path(__file__).resolve().parent / ".mlflow-venv"
+MLFLOW_VENV = Path(os.environ.get("TUNEPLANE_BENCH_MLFLOW_VENV", Path(__file__).resolve().parent / ".mlflow-venv"))
 
 
 def bench_mlflow(seconds: float, clients: int, data_dir: Path, workers: int) -> float | None:

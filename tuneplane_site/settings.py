@@ -121,9 +121,23 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'tuneplane.sqlite3'}"),
+        # Under daphne every request runs in a fresh thread, so persistent per-thread
+        # connections pile up until PostgreSQL refuses clients (seen in the ingest
+        # benchmark). Keep 0 there and use the pool below instead.
         conn_max_age=env_int("TUNEPLANE_DB_CONN_MAX_AGE", 0),
     )
 }
+_pool_size = env_int("TUNEPLANE_DB_POOL_SIZE", 0)
+if _pool_size and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    if DATABASES["default"]["CONN_MAX_AGE"]:
+        raise ImproperlyConfigured("TUNEPLANE_DB_POOL_SIZE and TUNEPLANE_DB_CONN_MAX_AGE exclude each other")
+    # psycopg's pool (Django 5.1+): connections, and the ingest staging tables they
+    # hold, are reused across requests and threads.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": _pool_size,
+        "timeout": env_int("TUNEPLANE_DB_POOL_TIMEOUT", 10, minimum=1),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker) share the file in the embedded default.
     DATABASES["default"]["OPTIONS"] = {
