@@ -41,6 +41,7 @@ def main() -> None:
             c.execute(
                 "INSERT INTO telemetry_scalarpoint (series_id, step, value, invalid, attempt_number, ts) "
                 "SELECT %s, g, random(), '', 1, now() FROM generate_series(0, %s - 1) g", [series.pk, size])
+            c.execute("ANALYZE telemetry_scalarpoint")  # as autovacuum would after such a load
         _, token = issue_api_token(job.owner)
         daphne = Daphne(data_dir, processes=1)
         try:

@@ -6,7 +6,7 @@ on the same machine with the same workload.
 
 The peer runs from its own venv, benchmarks/.mlflow-venv (MLflow pins its own
 dependencies): `python3 -m venv benchmarks/.mlflow-venv && benchmarks/.mlflow-venv/bin/pip
-install 'mlflow==3.17.*' psycopg2-binary`. Without it the peer is reported as skipped.
+install 'mlflow==3.17.*' 'psycopg[binary]'`. Without it the peer is reported as skipped.
 Both servers get the same number of worker processes (--servers).
 """
 
@@ -108,7 +108,7 @@ def bench_mlflow(seconds: float, clients: int, data_dir: Path, workers: int) -> 
     python = MLFLOW_VENV / "bin" / "python"
     if not python.exists():
         print(f"  mlflow: skipped (python3 -m venv {MLFLOW_VENV} && "
-              f"{MLFLOW_VENV}/bin/pip install 'mlflow==3.17.*' psycopg2-binary)")
+              f"{MLFLOW_VENV}/bin/pip install 'mlflow==3.17.*' 'psycopg[binary]')")
         return None
     db = "tuneplane_bench_mlflow"
     for sql in (f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"):

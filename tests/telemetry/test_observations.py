@@ -197,3 +197,25 @@ def test_an_unknown_metric_gets_no_unit_even_with_a_suffix():
 
     assert classify("custom/score_rate") == {"group": "other", "unit": None}
     assert classify("eval/accuracy") == {"group": "observation", "unit": "ratio"}
+
+
+def test_csv_quotes_keys_and_both_backends_write_the_same_values(run):
+    from unittest import mock
+
+    from apps.telemetry import export
+    from apps.telemetry.models import ScalarSeries
+
+    job, _, post = run
+    values = [0.1, 1e-05, 123456789.123456789, -2.5e300, 5e-324, "Infinity"]
+    post("scalars", {"points": [{"key": 'odd,"key"', "step": s, "value": v} for s, v in enumerate(values)]})
+    series = ScalarSeries.objects.get(job=job)
+    _, fast = export.page(series.pk, series.key, -1)
+    with mock.patch.object(export.connection, "vendor", "sqlite"):
+        _, portable = export.page(series.pk, series.key, -1)
+    fast_rows = list(csv.reader(io.StringIO(fast)))
+    portable_rows = list(csv.reader(io.StringIO(portable)))
+    assert [r[:4] for r in fast_rows] == [r[:4] for r in portable_rows]
+    assert fast_rows[0][0] == 'odd,"key"'
+    # The same text as Python's repr, which reads back as the very same double.
+    assert [r[2] for r in fast_rows][:5] == [repr(float(v)) for v in values[:5]]
+    assert fast_rows[5][2] == "Infinity"

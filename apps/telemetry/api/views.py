@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
-from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -22,8 +18,8 @@ from apps.jobs.services import access_job_by_public_id
 from tuneplane.contracts import limits
 from tuneplane.contracts.ingest import EVENT_KINDS
 
-from .. import observations, scalars, services
-from ..models import ScalarPoint, ScalarSeries
+from .. import export, observations, scalars, services
+from ..models import ScalarSeries
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
 MAX_LOG_PAGE = 5000
@@ -92,36 +88,6 @@ def job_series_points(request: Request, job_id: str) -> Response:
                      "buckets": scalars.reduce_series(series, buckets, start, end)})
 
 
-CSV_PAGE = 10_000
-
-
-def _csv_page(series_id: int, after: int) -> list[tuple]:
-    return list(
-        ScalarPoint.objects.filter(series_id=series_id, step__gt=after)
-        .order_by("step")
-        .values_list("step", "value", "invalid", "attempt_number", "ts")[:CSV_PAGE]
-    )
-
-
-async def _csv_stream(series: list[tuple[int, str]]):
-    """Keyset pages of at most CSV_PAGE rows: memory stays flat however long the series.
-    An async iterator, so that daphne streams it instead of buffering the whole body."""
-    yield "key,step,value,attempt,ts\r\n"
-    for series_id, key in series:
-        after = -1
-        while True:
-            rows = await sync_to_async(_csv_page)(series_id, after)
-            if not rows:
-                break
-            buffer = io.StringIO()
-            writer = csv.writer(buffer)
-            for step, value, invalid, attempt, ts in rows:
-                # repr() is the shortest text that reads back as the same float.
-                writer.writerow((key, step, invalid or repr(value), attempt, ts.isoformat()))
-            yield buffer.getvalue()
-            after = rows[-1][0]
-
-
 class CSVRenderer(BaseRenderer):
     """Lets `Accept: text/csv` negotiate; the body itself is the streamed response."""
 
@@ -147,7 +113,7 @@ def job_series_csv(request: Request, job_id: str) -> StreamingHttpResponse:
         missing = set(keys) - set(qs.values_list("key", flat=True))
         if missing:
             raise DomainError(f"no series {sorted(missing)[0]!r} in job {job.public_id}", field="key")
-    response = StreamingHttpResponse(_csv_stream(list(qs.values_list("id", "key"))), content_type="text/csv")
+    response = StreamingHttpResponse(export.stream(list(qs.values_list("id", "key"))), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{job.public_id}-scalars.csv"'
     return response
 
