@@ -28,3 +28,6 @@ class JobPackageAdmin(admin.ModelAdmin):
     list_display = ("sha256", "size", "created_at")
     search_fields = ("sha256",)
     readonly_fields = ("sha256", "size", "storage_name", "created_at")
+
+    def has_add_permission(self, request):
+        return False  # packages come only from `tp submit`, content-addressed

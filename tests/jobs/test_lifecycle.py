@@ -106,3 +106,17 @@ def test_the_job_list_query_count_is_pinned(make_job, alice_api, django_assert_m
         make_job(attempt=False)
     with django_assert_max_num_queries(6):
         assert len(alice_api.get("/api/v1/jobs").json()["results"]) == 20
+
+
+def test_packages_cannot_be_added_by_hand_in_the_admin(sam):
+    from django.test import Client
+
+    from apps.jobs.models import JobPackage
+
+    sam.is_superuser = True
+    sam.save()
+    client = Client()
+    client.force_login(sam)
+    assert client.get("/admin/jobs/jobpackage/add/").status_code == 403
+    assert client.post("/admin/jobs/jobpackage/add/", {}).status_code == 403
+    assert not JobPackage.objects.exists()
