@@ -192,3 +192,25 @@ def web(transactional_db, tmp_path):
         yield stack
     finally:
         stack.close()
+
+
+def job_id_from(output: str) -> str:
+    """The job id in `tp submit`'s output."""
+    import re
+
+    match = re.search(r"Submitted job (\S+):", output)
+    assert match, output
+    return match.group(1)
+
+
+def wait_finished(public_id: str, seconds: float = 180):
+    """Poll the database until the job is finished; fail with its state otherwise."""
+    from apps.jobs.models import Job
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        job = Job.objects.get(public_id=public_id)
+        if job.is_finished:
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"{public_id} is still {Job.objects.get(public_id=public_id).state}")

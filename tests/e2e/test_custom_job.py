@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
 
 from apps.jobs.models import Job
 from apps.telemetry.models import LogLine, ScalarSeries
-from tests.e2e.conftest import copy_demo, write_experiment
+from tests.e2e.conftest import copy_demo, job_id_from, wait_finished, write_experiment
 from tuneplane.contracts import errors
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -22,22 +21,6 @@ OBS = "https://wandb.example/proj"
 def submit(stack, workspace, name: str, *extra: str):
     return stack.tp("submit", name, "--profile", "cpu", "--image", IMAGE, "--observability-url", OBS, *extra,
                     cwd=workspace)
-
-
-def job_id_from(output: str) -> str:
-    match = re.search(r"\b([a-z0-9][a-z0-9-]*-[0-9a-f]{6})\b", output)
-    assert match, output
-    return match.group(1)
-
-
-def wait_finished(public_id: str, seconds: float = 120) -> Job:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        job = Job.objects.get(public_id=public_id)
-        if job.is_finished:
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"{public_id} still {Job.objects.get(public_id=public_id).state}")
 
 
 def test_a_scaffolded_train_sh_fails_in_seconds_saying_why(stack, logged_in):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from apps.environments.models import EnvironmentVersion, Runner
 from apps.jobs.models import Job
 from apps.recipes.models import Recipe
-from tests.e2e.conftest import ROOT, git
+from tests.e2e.conftest import ROOT, git, job_id_from, wait_finished
 from tests.environments.conftest import EVAL_SENTINEL, TRAIN_SENTINEL, OpenEnvServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -61,22 +60,6 @@ PROBE_LOCK = {
     "entrypoint": "train.sh",
     "operations": ["train", "eval"],
 }
-
-
-def job_id_from(output: str) -> str:
-    match = re.search(r"Submitted job (\S+):", output)
-    assert match, output
-    return match.group(1)
-
-
-def wait_finished(public_id: str, seconds: float = 180) -> Job:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        job = Job.objects.get(public_id=public_id)
-        if job.is_finished:
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"{public_id} is still {Job.objects.get(public_id=public_id).state}")
 
 
 def write_experiment(workspace: Path, name: str, recipe: dict) -> None:

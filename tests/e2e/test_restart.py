@@ -9,7 +9,8 @@ import pytest
 from apps.jobs.models import Job
 from apps.telemetry.models import LogLine
 from tests.e2e.conftest import write_experiment
-from tests.e2e.test_custom_job import IMAGE, OBS, job_id_from, wait_finished
+from tests.e2e.conftest import job_id_from, wait_finished
+from tests.e2e.test_custom_job import IMAGE, OBS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

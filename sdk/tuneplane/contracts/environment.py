@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .environment_schema import SchemaShapeError, check_json_schema
+from .environment_schema import SchemaShapeError, check_json_schema, json_kind
 
 # --- names and constants -------------------------------------------------------------
 
@@ -293,7 +293,7 @@ def _str(
         return ""
     if not isinstance(value, str):
         raise ContractError(
-            f"manifest.json: {where} must be a string, not {_json_kind(value)}", field=where
+            f"manifest.json: {where} must be a string, not {json_kind(value)}", field=where
         )
     if len(value) > max_len:
         raise ContractError(
@@ -301,22 +301,6 @@ def _str(
             field=where,
         )
     return value.strip()
-
-
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _compound(protocol: str) -> tuple[str, str] | None:
@@ -401,7 +385,7 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
         )
     if not isinstance(verifier, dict):
         raise ContractError(
-            f"manifest.json: verifier must be an object, not {_json_kind(verifier)}",
+            f"manifest.json: verifier must be an object, not {json_kind(verifier)}",
             field="verifier",
         )
     kind = _str(verifier, "kind", "verifier.kind", required=True, max_len=32)
@@ -422,13 +406,13 @@ def parse_manifest(raw: bytes | str | Mapping[str, Any]) -> Manifest:
         sandbox = {}
     if not isinstance(sandbox, dict):
         raise ContractError(
-            f'manifest.json: sandbox must be an object like {{"required": false}}, not {_json_kind(sandbox)}',
+            f'manifest.json: sandbox must be an object like {{"required": false}}, not {json_kind(sandbox)}',
             field="sandbox",
         )
     required = sandbox.get("required", False)
     if not isinstance(required, bool):
         raise ContractError(
-            f"manifest.json: sandbox.required must be true or false, not {_json_kind(required)}",
+            f"manifest.json: sandbox.required must be true or false, not {json_kind(required)}",
             field="sandbox.required",
         )
 
@@ -526,7 +510,7 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
         return ()
     if not isinstance(raw, list):
         raise ContractError(
-            f"manifest.json: tools must be an array, not {_json_kind(raw)}", field="tools"
+            f"manifest.json: tools must be an array, not {json_kind(raw)}", field="tools"
         )
     if len(raw) > TOOLS_MAX:
         raise ContractError(
@@ -538,7 +522,7 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
         where = f"tools[{index}]"
         if not isinstance(item, dict):
             raise ContractError(
-                f"manifest.json: {where} must be an object, not {_json_kind(item)}", field=where
+                f"manifest.json: {where} must be an object, not {json_kind(item)}", field=where
             )
         name = _str(item, "name", f"{where}.name", required=True, max_len=64)
         if not TOOL_NAME_RE.match(name):
@@ -565,7 +549,7 @@ def _parse_tools(raw: object) -> tuple[Tool, ...]:
         schema = item["schema"]
         if not isinstance(schema, dict):
             raise ContractError(
-                f"manifest.json: {where}.schema must be a JSON Schema object, not {_json_kind(schema)}",
+                f"manifest.json: {where}.schema must be a JSON Schema object, not {json_kind(schema)}",
                 field=f"{where}.schema",
             )
         try:
@@ -585,7 +569,7 @@ def _parse_harness(raw: object) -> Harness | None:
         return None
     if not isinstance(raw, dict):
         raise ContractError(
-            f"manifest.json: harness must be an object, not {_json_kind(raw)}", field="harness"
+            f"manifest.json: harness must be an object, not {json_kind(raw)}", field="harness"
         )
     plugin = _str(raw, "plugin", "harness.plugin", required=True, max_len=256)
     try:
@@ -662,12 +646,12 @@ def iter_tasks(data: bytes) -> Iterator[Task]:
         except (ValueError, UnicodeDecodeError) as exc:
             raise _task_error(number, f"is not valid JSON ({exc})") from None
         if not isinstance(row, dict):
-            raise _task_error(number, f"must be a JSON object, not {_json_kind(row)}")
+            raise _task_error(number, f"must be a JSON object, not {json_kind(row)}")
         prompt = row.get("prompt")
         if prompt is None:
             raise _task_error(number, "is required", "prompt")
         if not isinstance(prompt, str):
-            raise _task_error(number, f"must be a string, not {_json_kind(prompt)}", "prompt")
+            raise _task_error(number, f"must be a string, not {json_kind(prompt)}", "prompt")
         if not prompt.strip():
             raise _task_error(number, "must not be empty", "prompt")
         if "reference" not in row:
@@ -675,7 +659,7 @@ def iter_tasks(data: bytes) -> Iterator[Task]:
         reference = row["reference"]
         if isinstance(reference, bool) or not isinstance(reference, (str, int, float)):
             raise _task_error(
-                number, f"must be a string or a number, not {_json_kind(reference)}", "reference"
+                number, f"must be a string or a number, not {json_kind(reference)}", "reference"
             )
         split = row.get("split", SPLIT_TRAIN)
         if split not in SPLITS:

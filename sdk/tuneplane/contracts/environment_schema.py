@@ -122,19 +122,19 @@ def check_json_schema(schema: Any, path: str = "", depth: int = 0) -> None:
     if isinstance(schema, bool):
         return  # true / false are schemas
     if not isinstance(schema, dict):
-        raise SchemaShapeError(path, f"must be an object or a boolean, not {_kind(schema)}")
+        raise SchemaShapeError(path, f"must be an object or a boolean, not {json_kind(schema)}")
     for key, value in schema.items():
         where = _join(path, key)
         if key == "type":
             _check_type(value, where)
         elif key in ("enum",):
             if not isinstance(value, list):
-                raise SchemaShapeError(where, f"must be an array, not {_kind(value)}")
+                raise SchemaShapeError(where, f"must be an array, not {json_kind(value)}")
         elif key == "pattern":
             _check_regex(value, where)
         elif key == "dependentRequired":
             if not isinstance(value, dict):
-                raise SchemaShapeError(where, f"must be an object, not {_kind(value)}")
+                raise SchemaShapeError(where, f"must be an object, not {json_kind(value)}")
             for name, names in value.items():
                 _check_unique_strings(names, _join(where, name))
         elif key in _KEYWORDS:
@@ -150,7 +150,7 @@ def _check_kind(kind: str, value: Any, where: str, depth: int) -> None:
         check_json_schema(value, where, depth + 1)
     elif kind == _SCHEMA_MAP:
         if not isinstance(value, dict):
-            raise SchemaShapeError(where, f"must be an object of schemas, not {_kind(value)}")
+            raise SchemaShapeError(where, f"must be an object of schemas, not {json_kind(value)}")
         for name, sub in value.items():
             check_json_schema(sub, _join(where, name), depth + 1)
     elif kind == _SCHEMA_ARRAY:
@@ -163,15 +163,15 @@ def _check_kind(kind: str, value: Any, where: str, depth: int) -> None:
             raise SchemaShapeError(where, f"must be a non-negative integer, not {value!r}")
     elif kind == _NUMBER:
         if not _is_number(value):
-            raise SchemaShapeError(where, f"must be a number, not {_kind(value)}")
+            raise SchemaShapeError(where, f"must be a number, not {json_kind(value)}")
         if where.endswith("multipleOf") and value <= 0:
             raise SchemaShapeError(where, f"must be greater than 0, not {value!r}")
     elif kind == _STRING:
         if not isinstance(value, str):
-            raise SchemaShapeError(where, f"must be a string, not {_kind(value)}")
+            raise SchemaShapeError(where, f"must be a string, not {json_kind(value)}")
     elif kind == _BOOLEAN:
         if not isinstance(value, bool):
-            raise SchemaShapeError(where, f"must be a boolean, not {_kind(value)}")
+            raise SchemaShapeError(where, f"must be a boolean, not {json_kind(value)}")
     elif kind == _UNIQUE_STRINGS:
         _check_unique_strings(value, where)
 
@@ -198,14 +198,15 @@ def _check_unique_strings(value: Any, where: str) -> None:
 
 def _check_regex(value: Any, where: str) -> None:
     if not isinstance(value, str):
-        raise SchemaShapeError(where, f"must be a string, not {_kind(value)}")
+        raise SchemaShapeError(where, f"must be a string, not {json_kind(value)}")
     try:
         re.compile(value)
     except re.error as exc:
         raise SchemaShapeError(where, f"is not a valid regular expression ({exc})") from None
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """How a JSON value's type reads in an error: 'a string', 'an array', ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):
