@@ -71,6 +71,14 @@ def _console() -> Console:
     return console
 
 
+def _table(columns: tuple[str, ...], title: str | None = None) -> Table:
+    """A borderless table with upper-case headers, as every `tp` listing prints."""
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for column in columns:
+        table.add_column(column.upper(), no_wrap=True)
+    return table
+
+
 def _state_text(state: object) -> str:
     text = str(state) if state is not None else "-"
     style = _STATE_STYLE.get(text)
@@ -392,9 +400,7 @@ def job_ls(state: str | None) -> None:
     if not jobs:
         click.echo("no jobs" + (f" in state {state}" if state else ""))
         return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "state", "recipe", "experiment", "created"):
-        table.add_column(column.upper(), no_wrap=True)
+    table = _table(("id", "state", "recipe", "experiment", "created"))
     for item in jobs:
         table.add_row(
             _value(item.get("id")),
@@ -439,9 +445,7 @@ def job_show(job_id: str, as_json: bool) -> None:
     console.print(fields)
     attempts = item.get("attempts") or []
     if attempts:
-        table = Table(title="attempts", title_justify="left", box=None, pad_edge=False)
-        for column in ("#", "state", "executor", "exit code", "started", "finished"):
-            table.add_column(column.upper(), no_wrap=True)
+        table = _table(("#", "state", "executor", "exit code", "started", "finished"), title="attempts")
         for attempt in attempts:
             table.add_row(
                 _value(attempt.get("number")),

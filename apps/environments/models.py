@@ -8,6 +8,8 @@ apps.environments.ingest), so nothing else can hand a taskset out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -17,6 +19,20 @@ from .choices import Deployment, Protocol, VerifierKind
 
 class ImmutableError(Exception):
     """Raised when code tries to change a row the spec says never changes."""
+
+
+class OwnedName:
+    """`<owner>/<name>`, how users and the CLI refer to environments and plugins."""
+
+    owner: Any
+    name: str
+
+    def __str__(self) -> str:
+        return self.ref
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner.get_username()}/{self.name}"
 
 
 class ImmutableModel(models.Model):
@@ -35,7 +51,7 @@ class ImmutableModel(models.Model):
         raise ImmutableError(f"{type(self).__name__} {self} is immutable")
 
 
-class Environment(models.Model):
+class Environment(OwnedName, models.Model):
     """`<owner>/<name>`: the thing versions are published under."""
 
     owner = models.ForeignKey(
@@ -52,13 +68,6 @@ class Environment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "name"], name="environment_owner_name_unique")
         ]
-
-    def __str__(self) -> str:
-        return self.ref
-
-    @property
-    def ref(self) -> str:
-        return f"{self.owner.get_username()}/{self.name}"
 
 
 class EnvironmentVersion(ImmutableModel):
@@ -180,7 +189,7 @@ class Runner(models.Model):
         return self.drained_at is not None
 
 
-class HarnessPlugin(models.Model):
+class HarnessPlugin(OwnedName, models.Model):
     """A `capability: environment` plugin: the code that drives a model through an
     environment on the materialised (NeMo Gym) route."""
 
@@ -195,13 +204,6 @@ class HarnessPlugin(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "name"], name="plugin_owner_name_unique")
         ]
-
-    def __str__(self) -> str:
-        return self.ref
-
-    @property
-    def ref(self) -> str:
-        return f"{self.owner.get_username()}/{self.name}"
 
 
 class HarnessPluginVersion(ImmutableModel):
